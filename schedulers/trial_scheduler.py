@@ -1,0 +1,168 @@
+"""The TrialScheduler API: decides whether each trial continues, pauses or stops.
+
+Pure Python, no Ray import. The method names and arguments follow Ray Tune's
+``ray.tune.schedulers.TrialScheduler`` on purpose, so a scheduler written for Ray
+Tune ports by changing its imports.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
+
+# Trial statuses (the same strings Ray Tune uses).
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+PAUSED = "PAUSED"
+TERMINATED = "TERMINATED"
+ERROR = "ERROR"
+TRIAL_STATUSES = (PENDING, RUNNING, PAUSED, TERMINATED, ERROR)
+
+MODES = ("min", "max")
+
+
+@runtime_checkable
+class TrialLike(Protocol):
+    """What a scheduler may read of a trial."""
+
+    trial_id: str
+    config: dict[str, Any]
+    status: str
+    last_result: dict[str, Any] | None
+
+
+@runtime_checkable
+class ControllerLike(Protocol):
+    """What a scheduler may ask of the controller that drives it."""
+
+    def get_trials(self) -> list[Any]:
+        """Every trial of the experiment, in the order they were added."""
+        ...
+
+
+def validate_mode(mode: str | None, field: str = "mode") -> str | None:
+    """Return ``mode`` if it is None, 'min' or 'max'; raise a ValueError naming ``field`` otherwise."""
+    if mode is not None and mode not in MODES:
+        raise ValueError(f"{field} must be one of {list(MODES)}, got {mode!r}")
+    return mode
+
+
+def validate_positive(value: float, field: str, *, strict: bool = True) -> float:
+    """Return ``value`` if it is a number > 0 (>= 0 when not strict); raise a ValueError naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{field} must be a number, got {value!r}")
+    if (strict and value <= 0) or (not strict and value < 0):
+        raise ValueError(f"{field} must be {'>' if strict else '>='} 0, got {value!r}")
+    return value
+
+
+class TrialScheduler:
+    """Base class of every trial scheduler.
+
+    The controller calls the ``on_trial_*`` hooks as trials are added, report results,
+    finish, fail or are removed; ``on_trial_result`` answers with one of
+    ``CONTINUE``, ``PAUSE`` or ``STOP``. ``choose_trial_to_run`` picks the next trial to
+    start or resume when resources free up. ``state_dict``/``load_state_dict`` let a
+    resumed sweep make the same decisions it would have made uninterrupted.
+
+    Example:
+        >>> from schedulers import FIFOScheduler
+        >>> s = FIFOScheduler()
+        >>> s.set_search_properties("loss", "min")
+        True
+    """
+
+    CONTINUE = "CONTINUE"
+    PAUSE = "PAUSE"
+    STOP = "STOP"
+    NOOP = "NOOP"
+    DECISIONS = (CONTINUE, PAUSE, STOP)
+
+    def __init__(self, metric: str | None = None, mode: str | None = None) -> None:
+        self._metric = metric
+        self._mode = validate_mode(mode)
+
+    @property
+    def metric(self) -> str | None:
+        return self._metric
+
+    @property
+    def mode(self) -> str | None:
+        return self._mode
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        """Take the experiment's metric and mode where the scheduler was given none.
+
+        Returns False when the scheduler already has a different metric or mode, so the
+        controller can report the conflict.
+        """
+        validate_mode(mode)
+        if self._metric is not None and metric is not None and metric != self._metric:
+            return False
+        if self._mode is not None and mode is not None and mode != self._mode:
+            return False
+        if self._metric is None:
+            self._metric = metric
+        if self._mode is None:
+            self._mode = mode
+        return True
+
+    # -- trial lifecycle hooks -------------------------------------------------------------
+    def on_trial_add(self, controller: ControllerLike, trial: TrialLike) -> None:
+        """A new trial was added to the experiment."""
+
+    def on_trial_error(self, controller: ControllerLike, trial: TrialLike) -> None:
+        """A trial failed (it may be retried)."""
+
+    def on_trial_result(
+        self, controller: ControllerLike, trial: TrialLike, result: Mapping[str, Any]
+    ) -> str:
+        """A trial reported a result; answer CONTINUE, PAUSE or STOP."""
+        return self.CONTINUE
+
+    def on_trial_complete(
+        self, controller: ControllerLike, trial: TrialLike, result: Mapping[str, Any] | None
+    ) -> None:
+        """A trial finished (its trainable returned, or it met a stop condition)."""
+
+    def on_trial_remove(self, controller: ControllerLike, trial: TrialLike) -> None:
+        """A trial was stopped by this scheduler or removed by the controller."""
+
+    def choose_trial_to_run(self, controller: ControllerLike) -> TrialLike | None:
+        """The next trial to start or resume: pending trials first, then paused ones, in order."""
+        trials = controller.get_trials()
+        for status in (PENDING, PAUSED):
+            for trial in trials:
+                if trial.status == status:
+                    return trial
+        return None
+
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to make the same later decisions, as plain data."""
+        return {"metric": self._metric, "mode": self._mode}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""
+        self._metric = state.get("metric", self._metric)
+        self._mode = state.get("mode", self._mode)
+
+    def debug_string(self) -> str:
+        return f"Using {type(self).__name__} scheduling algorithm."
+
+    # -- helpers for subclasses ----------------------------------------------------------
+    def _require_metric(self, result: Mapping[str, Any], *names: str) -> None:
+        """Raise a ValueError naming the missing key when a result lacks a metric the scheduler needs."""
+        for name in names:
+            if name is not None and name not in result:
+                raise ValueError(
+                    f"{type(self).__name__}: metric {name!r} is not in the reported result "
+                    f"(reported keys: {sorted(k for k in result)})"
+                )
+
+    @staticmethod
+    def _trials_with_status(trials: Iterable[TrialLike], *statuses: str) -> list[TrialLike]:
+        return [t for t in trials if t.status in statuses]
+
+
+class FIFOScheduler(TrialScheduler):
+    """Runs every trial to completion in the order they were added."""

@@ -1,0 +1,238 @@
+"""Answers about a sweep, read from its SQL store: during the run, after it, in another process."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import pickle
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from schedulers.trial_scheduler import validate_mode
+from tuner.errors import TuneError
+from tuner.search.variants import flatten_dict
+from tuner.store import Store, default_database_url
+
+SCOPES = ("all", "last", "avg", "last-5-avg", "last-10-avg")
+
+
+@dataclasses.dataclass
+class TrialRecord:
+    """A trial as the store holds it."""
+
+    trial_id: str
+    index: int
+    config: dict[str, Any]
+    status: str
+    last_result: dict[str, Any]
+    error: str | None
+    num_failures: int
+    checkpoint_path: str | None
+
+    @property
+    def checkpoint(self) -> Any:
+        from tuner.trainable.checkpoint import Checkpoint
+
+        return Checkpoint(self.checkpoint_path) if self.checkpoint_path else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class ExperimentAnalysis:
+    """Best trial, best config and dataframes of one sweep, read from its store.
+
+    Example:
+        >>> analysis = tune.load("./results/demo")          # doctest: +SKIP
+        >>> analysis.get_best_config("score", "max")        # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        experiment_path: str | os.PathLike[str],
+        *,
+        database_url: str | None = None,
+        default_metric: str | None = None,
+        default_mode: str | None = None,
+    ) -> None:
+        path = Path(experiment_path).expanduser().absolute()
+        self.experiment_path = str(path)
+        self.name = path.name
+        url = database_url or default_database_url(path)
+        if database_url is None and not (path / "tuner.db").exists():
+            raise TuneError(f"no sweep found at {self.experiment_path!r} (no tuner.db there)")
+        self._store = Store(url, create=False)
+        record = self._store.get_experiment(self.name)
+        if record is None:
+            raise TuneError(f"no sweep named {self.name!r} in the store {self._store.url_for_display}")
+        self._experiment_id = int(record["id"])
+        self.default_metric = default_metric or record.get("metric")
+        self.default_mode = validate_mode(default_mode or record.get("mode"), "default_mode")
+
+    def close(self) -> None:
+        self._store.close()
+
+    def __enter__(self) -> "ExperimentAnalysis":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- trials and results ------------------------------------------------------------------
+    @property
+    def trials(self) -> list[TrialRecord]:
+        """Every trial, in the order they were created (read fresh from the store)."""
+        out = []
+        for row in self._store.trials(self._experiment_id):
+            config = row["config"]
+            if row.get("config_blob"):
+                try:
+                    config = pickle.loads(row["config_blob"])
+                except Exception:  # noqa: BLE001 - the JSON copy will do
+                    pass
+            out.append(
+                TrialRecord(
+                    trial_id=row["trial_id"],
+                    index=row["trial_index"],
+                    config=config,
+                    status=row["status"],
+                    last_result=row.get("last_result") or {},
+                    error=row.get("error"),
+                    num_failures=row.get("num_failures") or 0,
+                    checkpoint_path=row.get("checkpoint_path"),
+                )
+            )
+        return out
+
+    def _histories(self) -> dict[str, list[dict[str, Any]]]:
+        histories: dict[str, list[dict[str, Any]]] = {}
+        for result in self._store.results(self._experiment_id):
+            histories.setdefault(result["trial_id"], []).append(result)
+        return histories
+
+    @property
+    def results(self) -> dict[str, dict[str, Any]]:
+        """trial_id -> its last result."""
+        return {t.trial_id: t.last_result for t in self.trials}
+
+    @property
+    def results_df(self) -> pd.DataFrame:
+        """Every stored result of every trial, one row each, nested keys flattened with '/'."""
+        rows = [flatten_dict(r) for r in self._store.results(self._experiment_id)]
+        return pd.DataFrame(rows)
+
+    @property
+    def trial_dataframes(self) -> dict[str, pd.DataFrame]:
+        """trial_id -> DataFrame of its results in iteration order."""
+        return {tid: pd.DataFrame([flatten_dict(r) for r in rs]) for tid, rs in self._histories().items()}
+
+    def dataframe(self, metric: str | None = None, mode: str | None = None) -> pd.DataFrame:
+        """One row per trial: its last result (or, with metric and mode, its best one) and its config."""
+        validate_mode(mode)
+        histories = self._histories() if metric and mode else {}
+        rows = []
+        for trial in self.trials:
+            result = trial.last_result
+            if metric and mode:
+                scored = [r for r in histories.get(trial.trial_id, []) if _finite(r.get(metric))]
+                if scored:
+                    pick = max if mode == "max" else min
+                    result = pick(scored, key=lambda r: r[metric])
+            row = flatten_dict(dict(result))
+            row.update({f"config/{k}": v for k, v in flatten_dict(trial.config).items()})
+            row["trial_id"] = trial.trial_id
+            row["status"] = trial.status
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    # -- best ----------------------------------------------------------------------------------
+    def _metric_mode(self, metric: str | None, mode: str | None) -> tuple[str, str]:
+        metric = metric or self.default_metric
+        mode = validate_mode(mode or self.default_mode)
+        if not metric or not mode:
+            raise ValueError(
+                "metric and mode are needed to pick a best trial: pass them here or to tune.run "
+                f"(got metric={metric!r}, mode={mode!r})"
+            )
+        return metric, mode
+
+    def get_best_trial(
+        self, metric: str | None = None, mode: str | None = None, scope: str = "last",
+        filter_nan_and_inf: bool = True,
+    ) -> TrialRecord | None:
+        """The trial with the best ``metric``; ``scope`` says which of its results count
+        ('last', 'avg', 'last-5-avg', 'last-10-avg', or 'all' for its best ever)."""
+        metric, mode = self._metric_mode(metric, mode)
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {list(SCOPES)}, got {scope!r}")
+        trials = self.trials
+        histories = self._histories() if scope != "last" else {}
+        best, best_value = None, None
+        for trial in trials:
+            value = self._score(trial, histories.get(trial.trial_id, []), metric, mode, scope)
+            if value is None or (filter_nan_and_inf and not math.isfinite(value)):
+                continue
+            if best_value is None or (value > best_value if mode == "max" else value < best_value):
+                best, best_value = trial, value
+        return best
+
+    @staticmethod
+    def _score(trial: TrialRecord, history: Sequence[dict[str, Any]], metric: str, mode: str,
+               scope: str) -> float | None:
+        if scope == "last":
+            value = flatten_dict(trial.last_result).get(metric)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        values = [float(v) for r in history if isinstance(v := flatten_dict(r).get(metric), (int, float))]
+        if not values:
+            return None
+        if scope == "all":
+            return max(values) if mode == "max" else min(values)
+        if scope == "avg":
+            return sum(values) / len(values)
+        window = 5 if scope == "last-5-avg" else 10
+        tail = values[-window:]
+        return sum(tail) / len(tail)
+
+    def get_best_config(self, metric: str | None = None, mode: str | None = None, scope: str = "last") -> dict[str, Any] | None:
+        trial = self.get_best_trial(metric, mode, scope)
+        return trial.config if trial else None
+
+    @property
+    def best_trial(self) -> TrialRecord | None:
+        return self.get_best_trial()
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        return self.get_best_config()
+
+    @property
+    def best_result(self) -> dict[str, Any] | None:
+        trial = self.best_trial
+        return trial.last_result if trial else None
+
+    @property
+    def best_checkpoint(self) -> Any:
+        trial = self.best_trial
+        return trial.checkpoint if trial else None
+
+    @property
+    def best_dataframe(self) -> pd.DataFrame:
+        trial = self.best_trial
+        return self.trial_dataframes.get(trial.trial_id, pd.DataFrame()) if trial else pd.DataFrame()
+
+    @property
+    def errors(self) -> dict[str, str]:
+        """trial_id -> stored traceback of trials that ended in ERROR."""
+        return {t.trial_id: t.error or "" for t in self.trials if t.status == "ERROR"}
+
+    def __repr__(self) -> str:
+        return f"ExperimentAnalysis({self.experiment_path!r})"
+
+
+def load(path: str | os.PathLike[str], *, database_url: str | None = None) -> ExperimentAnalysis:
+    """The analysis of the sweep stored at ``path`` (its run directory), from any process."""
+    return ExperimentAnalysis(path, database_url=database_url)

@@ -1,0 +1,217 @@
+"""``tune.run``: validate the experiment once, then hand it to the controller."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler, validate_mode
+from tuner.analysis import ExperimentAnalysis
+from tuner.errors import TuneError
+from tuner.execution.controller import Controller
+from tuner.execution.progress import ProgressReporter
+from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
+from tuner.ray_session import ensure_ray
+from tuner.registry import get_trainable
+from tuner.search.basic_variant import BasicVariantGenerator
+from tuner.search.searcher import Searcher
+from tuner.stopper import to_stopper
+from tuner.store import Store, default_database_url, mask_url
+from tuner.trainable.function_trainable import FunctionTrainable, wrap_function
+from tuner.trainable.trainable import Trainable
+
+DEFAULT_STORAGE_PATH = "~/tuner_results"
+
+
+def _check_int(value: Any, field: str, minimum: int, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
+
+
+def resolve_trainable(trainable: Any) -> type[Trainable]:
+    """A Trainable class for a Trainable class, a function, or a registered name."""
+    if isinstance(trainable, str):
+        trainable = get_trainable(trainable)
+    if inspect.isclass(trainable):
+        if issubclass(trainable, Trainable):
+            return trainable
+        raise ValueError(
+            f"run_or_experiment: class {trainable.__name__} is not a tune.Trainable subclass"
+        )
+    if callable(trainable):
+        return wrap_function(trainable)
+    raise ValueError(
+        f"run_or_experiment must be a function, a tune.Trainable subclass or a registered name, "
+        f"got {type(trainable).__name__}"
+    )
+
+
+def _resources_for(trainable_cls: type[Trainable], resources_per_trial: Any) -> Callable[[dict[str, Any]], PlacementGroupFactory]:
+    if resources_per_trial is not None:
+        fixed = to_placement_group_factory(resources_per_trial)
+        return lambda config: fixed
+    if trainable_cls.default_resource_request is Trainable.default_resource_request:
+        default = to_placement_group_factory(None)
+        return lambda config: default
+
+    def per_config(config: dict[str, Any]) -> PlacementGroupFactory:
+        request = trainable_cls.default_resource_request(config)
+        return to_placement_group_factory(request, field=f"{trainable_cls.__name__}.default_resource_request")
+
+    return per_config
+
+
+def run(
+    run_or_experiment: Any,
+    *,
+    config: Mapping[str, Any] | None = None,
+    num_samples: int = 1,
+    metric: str | None = None,
+    mode: str | None = None,
+    scheduler: TrialScheduler | None = None,
+    search_alg: Searcher | None = None,
+    stop: Any = None,
+    time_budget_s: float | None = None,
+    resources_per_trial: Any = None,
+    max_concurrent_trials: int | None = None,
+    max_failures: int = 0,
+    checkpoint_freq: int = 0,
+    checkpoint_at_end: bool = False,
+    storage_path: str | os.PathLike[str] | None = None,
+    database_url: str | None = None,
+    name: str | None = None,
+    seed: int | None = None,
+    verbose: int = 1,
+    raise_on_failed_trial: bool = True,
+) -> ExperimentAnalysis:
+    """Run a sweep of ``run_or_experiment`` over ``config`` and return its analysis.
+
+    Trials run concurrently as Ray actors, one placement group each; every result is stored in
+    SQL (a SQLite file in ``storage_path/name`` unless ``database_url`` names another database).
+
+    Example:
+        >>> from tuner import tune
+        >>> def train(config):
+        ...     for i in range(3):
+        ...         tune.report({"score": config["x"] * i})
+        >>> analysis = tune.run(train, config={"x": tune.grid_search([1, 2])}, metric="score",
+        ...                     mode="max", storage_path="/tmp/tuner_doc", verbose=0)  # doctest: +SKIP
+        >>> analysis.best_config                                                        # doctest: +SKIP
+        {'x': 2}
+    """
+    trainable_cls = resolve_trainable(run_or_experiment)
+    if config is None:
+        config = {}
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a dict (the search space), got {type(config).__name__}")
+    _check_int(num_samples, "num_samples", 1)
+    validate_mode(mode)
+    if metric is not None and not isinstance(metric, str):
+        raise ValueError(f"metric must be a string, got {metric!r}")
+    if (metric is None) != (mode is None):
+        raise ValueError(f"metric and mode go together: got metric={metric!r}, mode={mode!r}")
+    if scheduler is not None and not isinstance(scheduler, TrialScheduler):
+        raise ValueError(f"scheduler must be a TrialScheduler, got {type(scheduler).__name__}")
+    if search_alg is not None and not isinstance(search_alg, Searcher):
+        raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
+    if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
+        raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
+    _check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
+    _check_int(max_failures, "max_failures", -1)
+    _check_int(checkpoint_freq, "checkpoint_freq", 0)
+    if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
+        raise ValueError(
+            "checkpoint_freq: a function trainable checkpoints itself through "
+            "tune.report(..., checkpoint=...); checkpoint_freq is for Trainable classes"
+        )
+    if not isinstance(checkpoint_at_end, bool):
+        raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
+    if name is not None and (not isinstance(name, str) or not name or os.sep in name):
+        raise ValueError(f"name must be a non-empty string without {os.sep!r}, got {name!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"seed must be an int or None, got {seed!r}")
+    stopper = to_stopper(stop)
+    resources_for = _resources_for(trainable_cls, resources_per_trial)
+    reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
+
+    scheduler = scheduler or FIFOScheduler()
+    if not scheduler.set_search_properties(metric, mode):
+        raise ValueError(
+            f"scheduler: its metric/mode ({scheduler.metric!r}, {scheduler.mode!r}) conflict with "
+            f"tune.run's ({metric!r}, {mode!r})"
+        )
+    searcher = search_alg or BasicVariantGenerator()
+    if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=seed):
+        raise ValueError(
+            f"search_alg: its metric/mode ({searcher.metric!r}, {searcher.mode!r}) conflict with "
+            f"tune.run's ({metric!r}, {mode!r})"
+        )
+    max_trials = None if isinstance(searcher, BasicVariantGenerator) else num_samples
+
+    name = name or f"{trainable_cls.__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
+    url = database_url or default_database_url(run_dir)
+    store = Store(url)
+    try:
+        if store.get_experiment(name) is not None:
+            raise ValueError(
+                f"name: a sweep named {name!r} already exists in {store.url_for_display}; "
+                f"pick another name"
+            )
+        ensure_ray()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec = {
+            "trainable": trainable_cls.__name__,
+            "config": repr(dict(config)),
+            "num_samples": num_samples,
+            "metric": metric,
+            "mode": mode,
+            "scheduler": type(scheduler).__name__,
+            "search_alg": type(searcher).__name__,
+            "stop": repr(stop),
+            "time_budget_s": time_budget_s,
+            "resources_per_trial": repr(resources_per_trial),
+            "max_concurrent_trials": max_concurrent_trials,
+            "max_failures": max_failures,
+            "checkpoint_freq": checkpoint_freq,
+            "checkpoint_at_end": checkpoint_at_end,
+            "seed": seed,
+            "run_dir": str(run_dir),
+            "database_url": mask_url(url),
+        }
+        experiment_id = store.get_or_create_experiment(name, spec=spec, metric=metric, mode=mode)
+        controller = Controller(
+            trainable_cls=trainable_cls,
+            experiment_id=experiment_id,
+            experiment_name=name,
+            run_dir=str(run_dir),
+            store=store,
+            searcher=searcher,
+            scheduler=scheduler,
+            stopper=stopper,
+            metric=metric,
+            mode=mode,
+            resources_for=resources_for,
+            max_trials=max_trials,
+            max_concurrent_trials=max_concurrent_trials,
+            max_failures=max_failures,
+            checkpoint_freq=checkpoint_freq,
+            checkpoint_at_end=checkpoint_at_end,
+            time_budget_s=time_budget_s,
+            reporter=reporter,
+        )
+        trials = controller.run()
+    finally:
+        store.close()
+
+    analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
+    failed = [t for t in trials if t.status == ERROR]
+    if failed and raise_on_failed_trial:
+        names = ", ".join(t.trial_name for t in failed)
+        raise TuneError(f"{len(failed)} trial(s) did not complete: {names}; see analysis.errors or the store")
+    return analysis

@@ -1,0 +1,465 @@
+"""The driver-side event loop of a sweep: starts trials, collects results, applies decisions.
+
+One loop, never blocking on one trial: every call to a trial actor is in flight at once and
+``ray.wait`` returns whichever finish first. Each trial owns one placement group; when a trial
+ends its actor and group are handed to the next trial of the same shape, so a sweep of many
+short trials does not pay for a new Ray worker process per trial.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from typing import Any, Callable, Mapping
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
+from tuner.execution.progress import ProgressReporter
+from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
+from tuner.execution.trial import Trial
+from tuner.execution.trial_actor import TrialActor
+from tuner.search.searcher import Searcher
+from tuner.search.variants import flatten_dict
+from tuner.stopper import Stopper
+from tuner.store import Store
+from tuner.trainable.function_trainable import FunctionTrainable
+from tuner.trainable.trainable import Trainable
+
+logger = logging.getLogger(__name__)
+
+_RemoteTrialActor = ray.remote(max_restarts=0, max_task_retries=0)(TrialActor)
+_RESOURCE_REFRESH_S = 5.0
+
+
+@dataclasses.dataclass
+class _Slot:
+    """A trial actor and the placement group it lives in."""
+
+    actor: Any
+    pg: PlacementGroup
+    pgf: PlacementGroupFactory
+
+
+class Controller:
+    """Runs one experiment to completion; see ``tune.run`` for the meaning of the arguments."""
+
+    def __init__(
+        self,
+        *,
+        trainable_cls: type[Trainable],
+        experiment_id: int,
+        experiment_name: str,
+        run_dir: str,
+        store: Store,
+        searcher: Searcher,
+        scheduler: TrialScheduler,
+        stopper: Stopper,
+        metric: str | None,
+        mode: str | None,
+        resources_for: Callable[[dict[str, Any]], PlacementGroupFactory],
+        max_trials: int | None = None,
+        max_concurrent_trials: int | None = None,
+        max_failures: int = 0,
+        checkpoint_freq: int = 0,
+        checkpoint_at_end: bool = False,
+        time_budget_s: float | None = None,
+        reporter: ProgressReporter | None = None,
+    ) -> None:
+        self._trainable_cls = trainable_cls
+        self._is_function = issubclass(trainable_cls, FunctionTrainable)
+        self._experiment_id = experiment_id
+        self._experiment_name = experiment_name
+        self._run_dir = run_dir
+        self._store = store
+        self._searcher = searcher
+        self._scheduler = scheduler
+        self._stopper = stopper
+        self._metric = metric
+        self._mode = mode
+        self._resources_for = resources_for
+        self._max_trials = max_trials
+        self._max_concurrent = max_concurrent_trials or 0
+        self._max_failures = max_failures
+        self._checkpoint_freq = checkpoint_freq
+        self._checkpoint_at_end = checkpoint_at_end
+        self._time_budget_s = time_budget_s
+        self._reporter = reporter or ProgressReporter(verbose=0)
+
+        self._trials: list[Trial] = []
+        self._by_id: dict[str, Trial] = {}
+        self._slots: dict[str, _Slot] = {}  # trial_id -> slot of a running trial
+        self._idle: list[_Slot] = []  # slots whose trial ended, ready for the next trial
+        self._inflight: dict[ray.ObjectRef, tuple[Trial, str]] = {}
+        self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
+        self._id_prefix = uuid.uuid4().hex[:5]
+        self._searcher_finished = False
+        self._stop_everything = False
+        self._metric_checked = metric is None
+        self._total: dict[str, float] = {}
+        self._nodes: list[dict[str, float]] = []
+        self._resources_read_at = 0.0
+        self._start_time = 0.0
+        self._trainable_ref: ray.ObjectRef | None = None
+
+    # -- what schedulers and searchers may ask ------------------------------------------------
+    def get_trials(self) -> list[Trial]:
+        return list(self._trials)
+
+    def get_trial(self, trial_id: str) -> Trial | None:
+        return self._by_id.get(trial_id)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> list[Trial]:
+        """Run the experiment until every trial has ended; return the trials."""
+        self._start_time = time.monotonic()
+        self._read_cluster_resources(force=True)
+        self._trainable_ref = ray.put(self._trainable_cls)
+        try:
+            while not self._finished():
+                self._check_budgets()
+                self._fill()
+                self._wait_and_process(timeout=0.5)
+                self._reporter.maybe_report(self._trials)
+            self._flush_results()
+            self._store.set_experiment_status(self._experiment_id, "TERMINATED")
+        except BaseException:
+            self._flush_results()
+            self._store.set_experiment_status(self._experiment_id, "ERROR")
+            self._abort_running()
+            raise
+        finally:
+            self._destroy_all_slots()
+            self._store.flush()
+            self._reporter.final_report(self._trials)
+        return list(self._trials)
+
+    def _finished(self) -> bool:
+        if self._inflight or self._slots:
+            return False
+        if self._stop_everything:
+            return True
+        live = any(t.status in (PENDING, PAUSED) for t in self._trials)
+        return not live and self._searcher_finished
+
+    def _check_budgets(self) -> None:
+        if self._stop_everything:
+            return
+        over_time = self._time_budget_s is not None and time.monotonic() - self._start_time >= self._time_budget_s
+        if over_time or self._stopper.stop_all():
+            logger.info("stopping all trials: %s", "time budget spent" if over_time else "stopper.stop_all()")
+            self._stop_everything = True
+            for trial in list(self._trials):
+                if trial.status == RUNNING:
+                    self._end_trial(trial, TERMINATED)
+                elif trial.status in (PENDING, PAUSED):
+                    self._set_status(trial, TERMINATED)
+
+    # -- adding and starting trials ----------------------------------------------------------------
+    def _fill(self) -> None:
+        while not self._stop_everything:
+            trial = self._scheduler.choose_trial_to_run(self)
+            if trial is None:
+                if not self._can_start_more() or not self._add_trial_from_searcher():
+                    break
+                continue
+            if trial.status not in (PENDING, PAUSED) or not self._start_trial(trial):
+                break
+        if not any(t.status == PENDING for t in self._trials):
+            while self._idle:
+                self._destroy_slot(self._idle.pop())
+
+    def _can_start_more(self) -> bool:
+        return not self._max_concurrent or len(self._slots) < self._max_concurrent
+
+    def _add_trial_from_searcher(self) -> bool:
+        if self._searcher_finished:
+            return False
+        if self._max_trials is not None and len(self._trials) >= self._max_trials:
+            self._searcher_finished = True
+            return False
+        trial_id = f"{self._id_prefix}_{len(self._trials):05d}"
+        config = self._searcher.suggest(trial_id)
+        if config is None or config == Searcher.FINISHED:
+            live = any(t.status in (PENDING, PAUSED, RUNNING) for t in self._trials)
+            if config == Searcher.FINISHED or not live:
+                self._searcher_finished = True
+            return False
+        pgf = self._resources_for(config)
+        trial = Trial(
+            trial_id=trial_id,
+            index=len(self._trials),
+            config=config,
+            experiment_name=self._experiment_name,
+            trainable_name=self._trainable_cls.__name__,
+            run_dir=self._run_dir,
+            placement_group_factory=pgf,
+        )
+        check_feasible(pgf, self._nodes, f"resources of trial {trial.trial_name}")
+        self._trials.append(trial)
+        self._by_id[trial_id] = trial
+        self._store.add_trial(self._experiment_id, trial_id, trial.index, config, PENDING, config_blob=_blob(config))
+        self._scheduler.on_trial_add(self, trial)
+        return True
+
+    def _start_trial(self, trial: Trial) -> bool:
+        if not self._can_start_more():
+            return False
+        slot = self._take_slot(trial.placement_group_factory)
+        if slot is None:
+            return False
+        self._slots[trial.trial_id] = slot
+        self._set_status(trial, RUNNING)
+        slot.actor.start.remote(self._trainable_ref, trial.config, trial.info(), trial.checkpoint_path)
+        self._submit_step(trial)
+        return True
+
+    def _take_slot(self, pgf: PlacementGroupFactory) -> _Slot | None:
+        key = pgf.key()
+        for i, slot in enumerate(self._idle):
+            if slot.pgf.key() == key:
+                return self._idle.pop(i)
+        self._read_cluster_resources()
+        if not fits(pgf.required(), self._available()):
+            if not self._idle:
+                return None
+            while self._idle:  # give back groups of other shapes, then try again
+                self._destroy_slot(self._idle.pop())
+            if not fits(pgf.required(), self._available()):
+                return None
+        pg = placement_group(pgf.bundles, strategy=pgf.strategy)
+        head = pgf.bundles[0]
+        custom = {k: v for k, v in head.items() if k not in ("CPU", "GPU", "memory")}
+        actor = _RemoteTrialActor.options(
+            num_cpus=head.get("CPU", 0.0),
+            num_gpus=head.get("GPU", 0.0),
+            memory=head.get("memory") or None,
+            resources=custom or None,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
+            ),
+        ).remote()
+        return _Slot(actor=actor, pg=pg, pgf=pgf)
+
+    def _available(self) -> dict[str, float]:
+        available = dict(self._total)
+        for slot in list(self._slots.values()) + self._idle:
+            for name, amount in slot.pgf.required().items():
+                available[name] = available.get(name, 0.0) - amount
+        return available
+
+    def _read_cluster_resources(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._resources_read_at < _RESOURCE_REFRESH_S:
+            return
+        self._resources_read_at = now
+        self._total = {k: float(v) for k, v in ray.cluster_resources().items()}
+        self._nodes = [
+            {k: float(v) for k, v in node["Resources"].items()} for node in ray.nodes() if node.get("Alive")
+        ]
+
+    # -- talking to trial actors -----------------------------------------------------------------
+    def _submit_step(self, trial: Trial) -> None:
+        slot = self._slots[trial.trial_id]
+        next_iteration = trial.iteration + 1
+        checkpoint = (
+            not self._is_function and self._checkpoint_freq > 0 and next_iteration % self._checkpoint_freq == 0
+        )
+        self._inflight[slot.actor.step.remote(checkpoint)] = (trial, "step")
+
+    def _wait_and_process(self, timeout: float) -> None:
+        if not self._inflight:
+            if self._slots or not self._finished():
+                time.sleep(min(timeout, 0.01))
+            return
+        refs = list(self._inflight)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready and len(refs) > 1:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        for ref in ready:
+            trial, kind = self._inflight.pop(ref)
+            try:
+                value = ray.get(ref)
+            except (RayTaskError, RayActorError) as exc:
+                self._on_trial_failure(trial, exc)
+                continue
+            if kind == "step":
+                self._on_step_result(trial, value)
+            else:
+                self._on_saved(trial, value, then=kind)
+        self._flush_results()
+
+    def _flush_results(self) -> None:
+        if self._pending_rows:
+            rows, self._pending_rows = self._pending_rows, []
+            self._store.add_results(self._experiment_id, rows)
+
+    # -- results and decisions -------------------------------------------------------------------
+    def _on_step_result(self, trial: Trial, result: dict[str, Any]) -> None:
+        checkpoint_path = result.pop("_checkpoint_path", None)
+        if checkpoint_path:
+            self._set_checkpoint(trial, checkpoint_path)
+        if result.pop("_finished", False):
+            self._complete_trial(trial)
+            return
+        flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
+        self._check_metric(flat)
+        trial.last_result = result
+        trial.last_flat_result = flat
+        self._pending_rows.append((trial.trial_id, int(result["training_iteration"]), result))
+        self._reporter.on_result(trial, result)
+        self._searcher.on_trial_result(trial.trial_id, flat)
+        if result.get("done") or self._stopper(trial.trial_id, flat):
+            self._complete_trial(trial)
+            return
+        if self._stop_everything:
+            self._end_trial(trial, TERMINATED)
+            return
+        decision = self._scheduler.on_trial_result(self, trial, flat)
+        if decision == TrialScheduler.CONTINUE:
+            self._submit_step(trial)
+        elif decision == TrialScheduler.STOP:
+            self._searcher.on_trial_complete(trial.trial_id, flat)
+            self._scheduler.on_trial_remove(self, trial)
+            self._end_trial(trial, TERMINATED)
+        elif decision == TrialScheduler.PAUSE:
+            self._pause_trial(trial)
+        else:
+            raise ValueError(
+                f"{type(self._scheduler).__name__}.on_trial_result returned {decision!r}; "
+                f"expected one of {list(TrialScheduler.DECISIONS)}"
+            )
+
+    def _check_metric(self, flat: Mapping[str, Any]) -> None:
+        if self._metric_checked:
+            return
+        if self._metric not in flat:
+            raise ValueError(
+                f"metric {self._metric!r} was never reported: the trial's results hold only "
+                f"{sorted(k for k in flat if not k.startswith('_'))}"
+            )
+        self._metric_checked = True
+
+    def _complete_trial(self, trial: Trial) -> None:
+        """The trial finished on its own (its function returned, done=True, or a stop condition)."""
+        flat = trial.last_flat_result
+        self._scheduler.on_trial_complete(self, trial, flat)
+        self._searcher.on_trial_complete(trial.trial_id, flat)
+        self._end_trial(trial, TERMINATED)
+
+    def _end_trial(self, trial: Trial, status: str) -> None:
+        self._drop_inflight(trial)
+        want_save = (
+            status == TERMINATED
+            and self._checkpoint_at_end
+            and not self._is_function
+            and trial.last_result is not None
+            and not (trial.checkpoint_path or "").endswith(f"checkpoint_{trial.iteration:06d}")
+        )
+        if want_save and trial.trial_id in self._slots:
+            self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "end")
+            return
+        self._set_status(trial, status)
+        self._release_slot(trial)
+
+    def _pause_trial(self, trial: Trial) -> None:
+        self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "pause")
+
+    def _on_saved(self, trial: Trial, path: str, then: str) -> None:
+        self._set_checkpoint(trial, path)
+        self._set_status(trial, PAUSED if then == "pause" else TERMINATED)
+        self._release_slot(trial)
+
+    def _set_checkpoint(self, trial: Trial, path: str) -> None:
+        trial.checkpoint_path = path
+        self._store.update_trial(trial.trial_id, checkpoint_path=path)
+
+    def _set_status(self, trial: Trial, status: str) -> None:
+        trial.status = status
+        fields: dict[str, Any] = {"status": status}
+        if trial.last_result is not None:
+            fields["last_result"] = trial.last_result
+        self._store.update_trial(trial.trial_id, **fields)
+        if status in (TERMINATED, ERROR):
+            self._reporter.on_trial_end(trial)
+
+    # -- failures --------------------------------------------------------------------------------
+    def _on_trial_failure(self, trial: Trial, exc: BaseException) -> None:
+        actor_died = isinstance(exc, RayActorError) and not isinstance(exc, RayTaskError)
+        trial.num_failures += 1
+        trial.error = _error_text(exc)
+        self._store.update_trial(trial.trial_id, error=trial.error, num_failures=trial.num_failures)
+        logger.warning("trial %s failed (%d time(s)):\n%s", trial.trial_name, trial.num_failures, trial.error)
+        self._drop_inflight(trial)
+        if actor_died:
+            slot = self._slots.pop(trial.trial_id, None)
+            if slot is not None:
+                self._destroy_slot(slot)
+        else:
+            self._release_slot(trial)
+        retry = self._max_failures < 0 or trial.num_failures <= self._max_failures
+        if retry and not self._stop_everything:
+            self._set_status(trial, PENDING)
+            return
+        self._set_status(trial, ERROR)
+        self._scheduler.on_trial_error(self, trial)
+        self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=True)
+
+    def _drop_inflight(self, trial: Trial) -> None:
+        """Forget calls still in flight for ``trial``: their answers no longer matter."""
+        for ref, (other, _) in list(self._inflight.items()):
+            if other is trial:
+                del self._inflight[ref]
+
+    # -- slots -------------------------------------------------------------------------------------
+    def _release_slot(self, trial: Trial) -> None:
+        slot = self._slots.pop(trial.trial_id, None)
+        if slot is None:
+            return
+        slot.actor.stop.remote()
+        self._idle.append(slot)
+
+    def _destroy_slot(self, slot: _Slot) -> None:
+        try:
+            ray.kill(slot.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        try:
+            remove_placement_group(slot.pg)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _abort_running(self) -> None:
+        for trial in self._trials:
+            if trial.status == RUNNING:
+                self._set_status(trial, ERROR if trial.error else TERMINATED)
+        self._inflight.clear()
+        for slot in self._slots.values():
+            self._destroy_slot(slot)
+        self._slots.clear()
+
+    def _destroy_all_slots(self) -> None:
+        for slot in list(self._slots.values()) + self._idle:
+            self._destroy_slot(slot)
+        self._slots.clear()
+        self._idle.clear()
+
+
+def _error_text(exc: BaseException) -> str:
+    cause = exc
+    if isinstance(exc, RayTaskError) and exc.cause is not None:
+        cause = exc.cause
+    text = str(cause)
+    return text if text else repr(cause)
+
+
+def _blob(config: dict[str, Any]) -> bytes | None:
+    try:
+        return ray.cloudpickle.dumps(config)
+    except Exception:  # noqa: BLE001 - the JSON copy is still stored
+        return None

@@ -1,0 +1,76 @@
+"""Plain-text progress of a sweep on the console (the CLI's live table builds on the same hooks)."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import time
+from typing import Any, Sequence, TextIO
+
+from tuner.execution.trial import Trial
+
+
+class ProgressReporter:
+    """Prints a status line every ``interval_s`` seconds and a summary at the end.
+
+    verbose: 0 silent, 1 periodic status and summary, 2 also each trial's end, 3 also every result.
+    """
+
+    def __init__(self, verbose: int = 1, metric: str | None = None, mode: str | None = None,
+                 interval_s: float = 10.0, out: TextIO | None = None) -> None:
+        if verbose not in (0, 1, 2, 3):
+            raise ValueError(f"verbose must be one of [0, 1, 2, 3], got {verbose!r}")
+        self.verbose = verbose
+        self.metric = metric
+        self.mode = mode
+        self.interval_s = interval_s
+        self._out = out or sys.stdout
+        self._start = time.monotonic()
+        self._last = self._start
+        self._results = 0
+
+    def _print(self, text: str) -> None:
+        print(text, file=self._out, flush=True)
+
+    def on_result(self, trial: Trial, result: dict[str, Any]) -> None:
+        self._results += 1
+        if self.verbose >= 3:
+            value = result.get(self.metric) if self.metric else None
+            self._print(f"{trial.trial_name} iter {result.get('training_iteration')}: {self.metric}={value}")
+
+    def on_trial_end(self, trial: Trial) -> None:
+        if self.verbose >= 2:
+            value = (trial.last_result or {}).get(self.metric) if self.metric else None
+            self._print(f"{trial.trial_name} {trial.status} after {trial.iteration} iterations"
+                        + (f", {self.metric}={value}" if self.metric else ""))
+
+    def status_line(self, trials: Sequence[Trial]) -> str:
+        counts = collections.Counter(t.status for t in trials)
+        elapsed = time.monotonic() - self._start
+        parts = [f"{n} {s}" for s, n in sorted(counts.items())]
+        line = f"[{elapsed:7.1f}s] {len(trials)} trials ({', '.join(parts) or 'none'}), {self._results} results"
+        best = self.best(trials)
+        if best is not None:
+            line += f", best {self.metric}={best.last_result[self.metric]:.6g} ({best.trial_name})"  # type: ignore[index]
+        return line
+
+    def best(self, trials: Sequence[Trial]) -> Trial | None:
+        if not self.metric or self.mode not in ("min", "max"):
+            return None
+        scored = [t for t in trials if t.last_result and isinstance(t.last_result.get(self.metric), (int, float))]
+        if not scored:
+            return None
+        pick = max if self.mode == "max" else min
+        return pick(scored, key=lambda t: t.last_result[self.metric])  # type: ignore[index]
+
+    def maybe_report(self, trials: Sequence[Trial]) -> None:
+        if self.verbose < 1:
+            return
+        now = time.monotonic()
+        if now - self._last >= self.interval_s:
+            self._last = now
+            self._print(self.status_line(trials))
+
+    def final_report(self, trials: Sequence[Trial]) -> None:
+        if self.verbose >= 1:
+            self._print(self.status_line(trials))

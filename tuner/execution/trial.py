@@ -1,0 +1,56 @@
+"""A trial as the controller sees it: a config, a status, its latest result and checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from schedulers.trial_scheduler import PENDING
+from tuner.execution.resources import PlacementGroupFactory
+from tuner.trainable.context import TrialInfo
+
+
+@dataclasses.dataclass(eq=False)
+class Trial:
+    """One configuration being trained. Plain data: the Ray handles live in the controller."""
+
+    trial_id: str
+    index: int
+    config: dict[str, Any]
+    experiment_name: str
+    trainable_name: str
+    run_dir: str
+    placement_group_factory: PlacementGroupFactory
+    status: str = PENDING
+    last_result: dict[str, Any] | None = None
+    num_failures: int = 0
+    error: str | None = None
+    checkpoint_path: str | None = None
+    #: The scheduler's and stopper's view of the last result (nested keys flattened with '/').
+    last_flat_result: dict[str, Any] | None = None
+
+    @property
+    def trial_name(self) -> str:
+        return f"{self.trainable_name}_{self.trial_id}"
+
+    @property
+    def trial_dir(self) -> str:
+        return os.path.join(self.run_dir, self.trial_name)
+
+    @property
+    def iteration(self) -> int:
+        return int(self.last_result.get("training_iteration", 0)) if self.last_result else 0
+
+    def info(self) -> TrialInfo:
+        return TrialInfo(
+            trial_id=self.trial_id,
+            trial_name=self.trial_name,
+            trial_dir=self.trial_dir,
+            experiment_name=self.experiment_name,
+            trial_index=self.index,
+            resources=tuple(dict(b) for b in self.placement_group_factory.bundles),
+        )
+
+    def __repr__(self) -> str:
+        return f"Trial({self.trial_name}, status={self.status})"

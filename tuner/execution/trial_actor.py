@@ -1,0 +1,119 @@
+"""The Ray actor that hosts one trial's trainable at a time, and can be reused for the next."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from typing import Any
+
+from tuner.trainable.checkpoint import persist_checkpoint
+from tuner.trainable.context import TrialInfo
+from tuner.trainable.function_trainable import FunctionTrainable
+from tuner.trainable.trainable import Trainable
+
+
+class TrialError(RuntimeError):
+    """A trainable failed; ``str(err)`` is its full traceback, as the store keeps it."""
+
+
+def _format(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+class TrialActor:
+    """Hosts a Trainable inside the trial's placement group.
+
+    Calls are pipelined by the controller: ``start`` then ``step`` are submitted together,
+    and a failure in ``start`` surfaces from the following ``step``. The actor outlives its
+    trainable, so the controller can hand it (with its placement group) to the next trial
+    of the same shape instead of starting a new process.
+    """
+
+    def __init__(self) -> None:
+        self._trainable: Trainable | None = None
+        self._info: TrialInfo | None = None
+        self._start_error: str | None = None
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def start(
+        self,
+        trainable_cls: type[Trainable],
+        config: dict[str, Any],
+        info: TrialInfo,
+        checkpoint_path: str | None = None,
+    ) -> None:
+        """Build the trainable for a trial (after cleaning up the previous one), restoring if asked."""
+        self._stop_trainable()
+        self._start_error = None
+        self._info = info
+        try:
+            self._trainable = trainable_cls(config, trial_info=info)
+            if checkpoint_path:
+                self._trainable.restore(checkpoint_path)
+        except BaseException as exc:  # noqa: BLE001
+            self._trainable = None
+            self._start_error = _format(exc)
+
+    def reset(self, config: dict[str, Any], info: TrialInfo) -> bool:
+        """Try the trainable's ``reset_config`` for a new config; True if it took it."""
+        if self._trainable is None or not self._trainable.reset_config(dict(config)):
+            return False
+        self._trainable.config = dict(config)
+        self._info = info
+        self._trainable._trial_info = info
+        return True
+
+    def step(self, checkpoint: bool = False) -> dict[str, Any]:
+        """One iteration; with ``checkpoint`` also save after it. Returns the result dict.
+
+        The result carries ``_checkpoint_path`` when a checkpoint was written, and
+        ``_finished`` when a function trainable returned (no new iteration).
+        """
+        if self._start_error is not None:
+            raise TrialError(self._start_error)
+        if self._trainable is None or self._info is None:
+            raise TrialError("step() called before start()")
+        try:
+            result = self._trainable.train()
+            reported = result.pop("_checkpoint_path", None)
+            if reported:
+                path = persist_checkpoint(reported, self._info.trial_dir, result["training_iteration"])
+                self._trainable._latest_checkpoint = path
+                result["_checkpoint_path"] = path
+            elif checkpoint and not result.get("_finished"):
+                result["_checkpoint_path"] = self._save()
+            return result
+        except TrialError:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise TrialError(_format(exc)) from None
+
+    def save(self) -> str:
+        """Checkpoint the trainable now; returns the checkpoint directory."""
+        if self._trainable is None:
+            raise TrialError("save() called with no trainable")
+        try:
+            return self._save()
+        except BaseException as exc:  # noqa: BLE001
+            raise TrialError(_format(exc)) from None
+
+    def _save(self) -> str:
+        assert self._trainable is not None and self._info is not None
+        if isinstance(self._trainable, FunctionTrainable):
+            return self._trainable.save("")  # its latest reported checkpoint, already persisted
+        target = os.path.join(self._info.trial_dir, f"checkpoint_{self._trainable.iteration:06d}")
+        path = self._trainable.save(target)
+        if os.path.abspath(path) != os.path.abspath(target):
+            path = persist_checkpoint(path, self._info.trial_dir, self._trainable.iteration)
+        return path
+
+    def stop(self) -> None:
+        """Clean up the current trainable; the actor stays, ready for another trial."""
+        self._stop_trainable()
+
+    def _stop_trainable(self) -> None:
+        trainable, self._trainable = self._trainable, None
+        if trainable is not None:
+            trainable.stop()

@@ -1,0 +1,67 @@
+"""Search spaces and searchers, with Ray Tune's names: domains, grid x random, the Searcher API."""
+
+from __future__ import annotations
+
+from .basic_variant import BasicVariantGenerator
+from .searcher import Searcher
+from .space import (
+    Categorical,
+    Domain,
+    Float,
+    Function,
+    Integer,
+    Normal,
+    SampleSpec,
+    choice,
+    grid_search,
+    lograndint,
+    loguniform,
+    qlograndint,
+    qloguniform,
+    qrandint,
+    qrandn,
+    quniform,
+    randint,
+    randn,
+    sample_from,
+    uniform,
+)
+from .variants import (
+    count_grid_points,
+    flatten_dict,
+    grid_variants,
+    iter_domains,
+    resolve_config,
+    unflatten_dict,
+)
+
+__all__ = [
+    "Searcher",
+    "BasicVariantGenerator",
+    "Domain",
+    "Float",
+    "Integer",
+    "Categorical",
+    "Normal",
+    "Function",
+    "SampleSpec",
+    "uniform",
+    "quniform",
+    "loguniform",
+    "qloguniform",
+    "randint",
+    "qrandint",
+    "lograndint",
+    "qlograndint",
+    "randn",
+    "qrandn",
+    "choice",
+    "sample_from",
+    "grid_search",
+    "count_grid_points",
+    "grid_variants",
+    "iter_domains",
+    "resolve_config",
+    "flatten_dict",
+    "unflatten_dict",
+]

@@ -1,0 +1,127 @@
+"""JSON encoding of results and configs for the store.
+
+``encode`` never fails: numpy/torch scalars and arrays become Python numbers and lists, NaN and
+infinities are written the way Python's ``json`` writes them (``NaN``, ``Infinity``), dates become ISO
+strings, and anything else becomes its ``repr()``. ``decode`` returns plain Python objects.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import enum
+import json
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+__all__ = ["encode", "decode"]
+
+_MAX_DEPTH = 64
+
+
+def _safe_repr(o: Any) -> str:
+    try:
+        return repr(o)
+    except Exception:  # a broken __repr__ must not lose the whole row
+        return f"<unrepresentable {type(o).__module__}.{type(o).__qualname__}>"
+
+
+def _default(o: Any) -> Any:
+    """``json`` hook for objects it does not know natively."""
+    # numpy scalars and arrays, torch tensors, jax arrays, ... (all expose tolist()).
+    tolist = getattr(o, "tolist", None)
+    if tolist is not None and callable(tolist) and not isinstance(o, type):
+        try:
+            return tolist()
+        except Exception:
+            pass
+    if isinstance(o, (_dt.datetime, _dt.date, _dt.time)):
+        return o.isoformat()
+    if isinstance(o, _dt.timedelta):
+        return o.total_seconds()
+    if isinstance(o, enum.Enum):
+        return o.value
+    if isinstance(o, (set, frozenset)):
+        try:
+            return sorted(o)
+        except TypeError:
+            return list(o)
+    if isinstance(o, Mapping):
+        return dict(o)
+    if isinstance(o, PurePath):
+        return str(o)
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return _safe_repr(bytes(o))
+    item = getattr(o, "item", None)  # 0-d array-likes without tolist
+    if item is not None and callable(item):
+        try:
+            v = item()
+            if isinstance(v, (int, float, bool, str)):
+                return v
+        except Exception:
+            pass
+    if isinstance(o, decimal.Decimal):
+        return float(o)
+    return _safe_repr(o)
+
+
+_encoder = json.JSONEncoder(
+    default=_default, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+)
+_encode = _encoder.encode
+_decode = json.JSONDecoder().decode
+
+
+def _key(k: Any) -> Any:
+    if k is None or isinstance(k, (str, int, float, bool)):
+        return k
+    conv = _default(k)
+    if conv is None or isinstance(conv, (str, int, float, bool)):
+        return conv
+    return _safe_repr(k)
+
+
+def _sanitize(o: Any, depth: int, seen: set[int]) -> Any:
+    """Slow path: turn ``o`` into something ``json`` surely accepts (odd keys, cycles, ...)."""
+    if o is None or isinstance(o, (str, bool, int)):
+        return o
+    if isinstance(o, float):
+        return o
+    if depth > _MAX_DEPTH:
+        return _safe_repr(o)
+    if isinstance(o, (dict, list, tuple)) or isinstance(o, Mapping):
+        oid = id(o)
+        if oid in seen:
+            return "<circular reference>"
+        seen.add(oid)
+        try:
+            if isinstance(o, Mapping):
+                return {_key(k): _sanitize(v, depth + 1, seen) for k, v in list(o.items())}
+            return [_sanitize(v, depth + 1, seen) for v in list(o)]
+        finally:
+            seen.discard(oid)
+    conv = _default(o)
+    if conv is o or isinstance(conv, str):
+        return conv if isinstance(conv, str) else _safe_repr(o)
+    return _sanitize(conv, depth + 1, seen)
+
+
+def encode(obj: Any) -> str:
+    """Encode ``obj`` as compact JSON text. Never raises."""
+    try:
+        return _encode(obj)
+    except Exception:
+        pass
+    try:
+        return _encode(_sanitize(obj, 0, set()))
+    except Exception:
+        return _encode(_safe_repr(obj))
+
+
+def decode(text: str | bytes | None) -> Any:
+    """Decode JSON text written by :func:`encode` (``None`` stays ``None``)."""
+    if text is None:
+        return None
+    return _decode(text if isinstance(text, str) else bytes(text).decode("utf-8"))
+

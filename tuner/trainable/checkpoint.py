@@ -1,0 +1,73 @@
+"""A checkpoint is a directory on storage that a trial can be restored from."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+
+class Checkpoint:
+    """A directory of files that restores a trial (Ray Tune's ``Checkpoint``).
+
+    Example:
+        >>> import tempfile
+        >>> ckpt = Checkpoint.from_directory(tempfile.mkdtemp())
+        >>> with ckpt.as_directory() as d:
+        ...     isinstance(d, str)
+        True
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(Path(path).expanduser().absolute())
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike[str]) -> "Checkpoint":
+        """A checkpoint of the files in ``path`` (which must be a directory)."""
+        if not Path(path).is_dir():
+            raise ValueError(f"Checkpoint.from_directory: path {str(path)!r} is not a directory")
+        return cls(path)
+
+    def to_directory(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Copy the checkpoint's files into ``path`` (a new temporary directory by default)."""
+        dest = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="checkpoint_"))
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self.path, dest, dirs_exist_ok=True)
+        return str(dest)
+
+    @contextlib.contextmanager
+    def as_directory(self) -> Iterator[str]:
+        """Yield a local directory holding the checkpoint's files (the checkpoint's own, on local storage)."""
+        yield self.path
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Checkpoint) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"Checkpoint(path={self.path!r})"
+
+
+def persist_checkpoint(source: str, trial_dir: str, iteration: int) -> str:
+    """Move or copy a reported checkpoint directory to ``trial_dir/checkpoint_<iteration>``.
+
+    A directory the trainable wrote inside the trial directory is renamed; one outside it
+    (a temporary directory, say) is copied, so the user's files stay where they were.
+    """
+    dest = Path(trial_dir) / f"checkpoint_{iteration:06d}"
+    src = Path(source).absolute()
+    if src == dest.absolute():
+        return str(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if Path(trial_dir).absolute() in src.parents:
+        os.replace(src, dest)
+    else:
+        shutil.copytree(src, dest)
+    return str(dest)

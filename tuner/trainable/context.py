@@ -1,0 +1,44 @@
+"""What a running trial knows about itself: ``tune.get_context()``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialInfo:
+    """Identity of a trial, handed to its trainable inside the trial actor."""
+
+    trial_id: str
+    trial_name: str
+    trial_dir: str
+    experiment_name: str
+    trial_index: int = 0
+    resources: tuple[dict[str, float], ...] = ()
+
+
+class TrainContext:
+    """Returned by ``tune.get_context()`` inside a trial (Ray Tune's TuneContext names)."""
+
+    def __init__(self, info: TrialInfo) -> None:
+        self._info = info
+
+    def get_trial_id(self) -> str:
+        return self._info.trial_id
+
+    def get_trial_name(self) -> str:
+        return self._info.trial_name
+
+    def get_trial_dir(self) -> str:
+        return self._info.trial_dir
+
+    def get_experiment_name(self) -> str:
+        return self._info.experiment_name
+
+    def get_trial_resources(self) -> list[dict[str, float]]:
+        return [dict(b) for b in self._info.resources]
+
+    def __repr__(self) -> str:
+        fields: dict[str, Any] = dataclasses.asdict(self._info)
+        return f"TrainContext({fields})"

@@ -1,0 +1,67 @@
+"""The in-trial session behind ``tune.report``, ``tune.get_checkpoint`` and ``tune.get_context``."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tuner.trainable.checkpoint import Checkpoint
+from tuner.trainable.context import TrainContext, TrialInfo
+
+if TYPE_CHECKING:
+    from tuner.trainable.function_trainable import FunctionTrainable
+
+
+class _SessionState(threading.local):
+    trainable: "FunctionTrainable | None" = None
+
+
+_state = _SessionState()
+_process_trainable: "FunctionTrainable | None" = None
+_lock = threading.Lock()
+
+
+def _bind(trainable: "FunctionTrainable | None") -> None:
+    """Make ``trainable`` the session of the calling thread (and of the process, for user threads)."""
+    global _process_trainable
+    _state.trainable = trainable
+    with _lock:
+        _process_trainable = trainable
+
+
+def _current() -> "FunctionTrainable":
+    trainable = _state.trainable or _process_trainable
+    if trainable is None:
+        raise RuntimeError(
+            "tune.report/get_checkpoint/get_context called outside a trial: "
+            "call them from a function passed to tune.run"
+        )
+    return trainable
+
+
+def report(metrics: Mapping[str, Any] | None = None, *, checkpoint: Checkpoint | None = None, **kwargs: Any) -> None:
+    """Report one iteration's metrics (and optionally a checkpoint) from a function trainable.
+
+    Blocks until the controller asks for the next iteration; raises to unwind the function
+    when the scheduler stopped the trial. ``tune.report(score=1.0)`` (keywords) works too.
+    """
+    if metrics is not None and not isinstance(metrics, Mapping):
+        raise TypeError(f"tune.report: metrics must be a dict, got {type(metrics).__name__}")
+    if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
+        raise TypeError(f"tune.report: checkpoint must be a tune.Checkpoint, got {type(checkpoint).__name__}")
+    merged = dict(metrics or {})
+    merged.update(kwargs)
+    _current()._report(merged, checkpoint)
+
+
+def get_checkpoint() -> Checkpoint | None:
+    """The checkpoint this trial should resume from (after a failure or pause), else None."""
+    return _current()._restore_checkpoint
+
+
+def get_context() -> TrainContext:
+    """The running trial's id, name and directory."""
+    info: TrialInfo | None = _current()._trial_info
+    if info is None:
+        info = TrialInfo(trial_id="default", trial_name="default", trial_dir=".", experiment_name="default")
+    return TrainContext(info)

@@ -1,0 +1,160 @@
+"""The class API of a trial: ``tune.Trainable``."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import pickle
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tuner.trainable.context import TrialInfo
+
+#: Keys the engine adds to every result.
+AUTO_RESULT_KEYS = (
+    "training_iteration",
+    "time_this_iter_s",
+    "time_total_s",
+    "timestamp",
+    "trial_id",
+    "done",
+    "iterations_since_restore",
+)
+_METADATA_FILE = ".tune_metadata.json"
+_DICT_CHECKPOINT_FILE = "_dict_checkpoint.pkl"
+
+Bundles = list[dict[str, float]]
+
+
+class Trainable:
+    """Subclass this to tune a stateful trainer, one ``step()`` per iteration.
+
+    Override ``setup``, ``step``, and for pausing, resuming and fault tolerance,
+    ``save_checkpoint`` and ``load_checkpoint``. ``reset_config`` lets an actor be
+    reused for a new config without a new ``setup``; ``default_resource_request``
+    declares the placement-group bundles a trial needs (bundle 0 hosts the trainable,
+    the rest are for actors the trainable starts itself).
+
+    Example:
+        >>> class Quadratic(Trainable):
+        ...     def setup(self, config):
+        ...         self.x = 0.0
+        ...     def step(self):
+        ...         self.x += self.config["lr"] * (3.0 - self.x)
+        ...         return {"loss": (3.0 - self.x) ** 2}
+        >>> t = Quadratic({"lr": 0.5})
+        >>> round(t.train()["loss"], 3)
+        2.25
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, trial_info: TrialInfo | None = None) -> None:
+        self.config: dict[str, Any] = copy.deepcopy(dict(config or {}))
+        self._trial_info = trial_info
+        self._iteration = 0
+        self._time_total = 0.0
+        self._iterations_since_restore = 0
+        self._latest_checkpoint: str | None = None
+        self.setup(copy.deepcopy(self.config))
+
+    # -- to override ---------------------------------------------------------------------
+    def setup(self, config: dict[str, Any]) -> None:
+        """Build the trainer for ``config`` (called once, in the trial actor)."""
+
+    def step(self) -> dict[str, Any]:
+        """Run one training iteration and return its metrics."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any] | str | None:
+        """Write state into ``checkpoint_dir``; may instead return a dict of plain data to store."""
+        return None
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        """Restore from what ``save_checkpoint`` wrote (the directory, or the dict it returned)."""
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        """Apply ``new_config`` in place and return True, or return False to be rebuilt."""
+        return False
+
+    def cleanup(self) -> None:
+        """Release what ``setup`` acquired (actors, files, threads)."""
+
+    @classmethod
+    def default_resource_request(cls, config: Mapping[str, Any]) -> Sequence[Mapping[str, float]] | None:
+        """The placement-group bundles one trial of ``config`` needs, or None for the default."""
+        return None
+
+    # -- engine side -----------------------------------------------------------------------
+    @property
+    def iteration(self) -> int:
+        return self._iteration
+
+    training_iteration = iteration
+
+    @property
+    def trial_id(self) -> str:
+        return self._trial_info.trial_id if self._trial_info else "default"
+
+    @property
+    def trial_name(self) -> str:
+        return self._trial_info.trial_name if self._trial_info else "default"
+
+    @property
+    def logdir(self) -> str:
+        return self._trial_info.trial_dir if self._trial_info else os.getcwd()
+
+    def train(self) -> dict[str, Any]:
+        """Run ``step()`` once and return its result with the engine's fields added."""
+        start = time.time()
+        result = self.step()
+        if not isinstance(result, dict):
+            raise TypeError(f"{type(self).__name__}.step() must return a dict, got {type(result).__name__}")
+        return self._complete_result(result, time.time() - start)
+
+    def _complete_result(self, result: dict[str, Any], elapsed: float) -> dict[str, Any]:
+        self._iteration += 1
+        self._iterations_since_restore += 1
+        self._time_total += elapsed
+        result = dict(result)
+        result.setdefault("done", False)
+        result["training_iteration"] = self._iteration
+        result["time_this_iter_s"] = elapsed
+        result["time_total_s"] = self._time_total
+        result["timestamp"] = time.time()
+        result["trial_id"] = self.trial_id
+        result["iterations_since_restore"] = self._iterations_since_restore
+        return result
+
+    def save(self, checkpoint_dir: str) -> str:
+        """Save into ``checkpoint_dir`` (created) and return it."""
+        Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        data = self.save_checkpoint(checkpoint_dir)
+        if isinstance(data, dict):
+            with open(os.path.join(checkpoint_dir, _DICT_CHECKPOINT_FILE), "wb") as f:
+                pickle.dump(data, f)
+        meta = {"iteration": self._iteration, "time_total_s": self._time_total}
+        with open(os.path.join(checkpoint_dir, _METADATA_FILE), "w") as f:
+            json.dump(meta, f)
+        return checkpoint_dir
+
+    def restore(self, checkpoint_dir: str) -> None:
+        """Restore state and counters from a directory written by ``save``."""
+        meta_path = os.path.join(checkpoint_dir, _METADATA_FILE)
+        if os.path.exists(meta_path):
+            with open(meta_path) as f:
+                meta = json.load(f)
+            self._iteration = int(meta.get("iteration", 0))
+            self._time_total = float(meta.get("time_total_s", 0.0))
+        self._iterations_since_restore = 0
+        self._latest_checkpoint = checkpoint_dir
+        dict_path = os.path.join(checkpoint_dir, _DICT_CHECKPOINT_FILE)
+        if os.path.exists(dict_path):
+            with open(dict_path, "rb") as f:
+                self.load_checkpoint(pickle.load(f))
+        else:
+            self.load_checkpoint(checkpoint_dir)
+
+    def stop(self) -> None:
+        """Release resources (calls ``cleanup``)."""
+        self.cleanup()
