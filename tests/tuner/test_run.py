@@ -350,9 +350,9 @@ def test_postgresql_store(tmp_path):
     ],
 )
 def test_bad_arguments_name_themselves_and_write_nothing(tmp_path, kwargs, match):
-    kwargs = {"config": {"x": 1, "y": 1}, **kwargs}
+    kwargs = {"config": {"x": 1, "y": 1}, "verbose": 0, **kwargs}
     with pytest.raises(ValueError, match=match):
-        tune.run(train_linear, storage_path=str(tmp_path), name="bad", verbose=0, **kwargs)
+        tune.run(train_linear, storage_path=str(tmp_path), name="bad", **kwargs)
     if "could never start" not in match:
         assert not (tmp_path / "bad").exists()
 

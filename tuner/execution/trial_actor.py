@@ -80,6 +80,7 @@ class TrialActor:
             reported = result.pop("_checkpoint_path", None)
             if reported:
                 path = persist_checkpoint(reported, self._info.trial_dir, result["training_iteration"])
+                self._trainable.write_metadata(path)
                 self._trainable._latest_checkpoint = path
                 result["_checkpoint_path"] = path
             elif checkpoint and not result.get("_finished"):

@@ -133,10 +133,14 @@ class Trainable:
         if isinstance(data, dict):
             with open(os.path.join(checkpoint_dir, _DICT_CHECKPOINT_FILE), "wb") as f:
                 pickle.dump(data, f)
+        self.write_metadata(checkpoint_dir)
+        return checkpoint_dir
+
+    def write_metadata(self, checkpoint_dir: str) -> None:
+        """Record the iteration and time counters in ``checkpoint_dir`` so a restore continues them."""
         meta = {"iteration": self._iteration, "time_total_s": self._time_total}
         with open(os.path.join(checkpoint_dir, _METADATA_FILE), "w") as f:
             json.dump(meta, f)
-        return checkpoint_dir
 
     def restore(self, checkpoint_dir: str) -> None:
         """Restore state and counters from a directory written by ``save``."""
