@@ -12,6 +12,7 @@ Ray instance started beforehand (engine start is not counted for anyone).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     measure("optuna, in-memory", args.trials, lambda: run_optuna(args.trials, None))
     measure("optuna, SQLite", args.trials, lambda: run_optuna(args.trials, f"sqlite:///{tmp}/optuna.db"))
     try:
-        import ray.tune  # noqa: F401
+        importlib.import_module("ray.tune")
     except ImportError:
         print("ray.tune is not installed: skipping Ray Tune (pip install -e '.[bench]')")
     else:

@@ -77,6 +77,11 @@ class TrialScheduler:
     NOOP = "NOOP"
     DECISIONS = (CONTINUE, PAUSE, STOP)
 
+    #: True when this scheduler never answers PAUSE. The controller may then let a trial run
+    #: a few fast iterations (a few milliseconds' worth) ahead of the decisions on them, in one
+    #: round trip; results past a STOP are discarded, so what is recorded stays the same.
+    never_pauses = False
+
     def __init__(self, metric: str | None = None, mode: str | None = None) -> None:
         self._metric = metric
         self._mode = validate_mode(mode)
@@ -166,3 +171,5 @@ class TrialScheduler:
 
 class FIFOScheduler(TrialScheduler):
     """Runs every trial to completion in the order they were added."""
+
+    never_pauses = True

@@ -292,10 +292,10 @@ def test_time_budget_stops_the_sweep(tmp_path):
             tune.report({"t": time.time()})
 
     start = time.monotonic()
-    analysis = tune.run(forever, time_budget_s=2, storage_path=str(tmp_path), name="budget", verbose=0)
-    assert time.monotonic() - start < 20
+    analysis = tune.run(forever, time_budget_s=5, storage_path=str(tmp_path), name="budget", verbose=0)
+    assert 5 <= time.monotonic() - start < 30
     (trial,) = analysis.trials
-    assert trial.status == "TERMINATED" and len(analysis.results_df) >= 5
+    assert trial.status == "TERMINATED" and len(analysis.results_df) >= 1
 
 
 def test_same_seed_same_configs(tmp_path):

@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 _RemoteTrialActor = ray.remote(max_restarts=0, max_task_retries=0)(TrialActor)
 _RESOURCE_REFRESH_S = 5.0
+#: How long a trial actor may keep running fast iterations before answering (see TrialActor.run).
+RESULT_BATCH_WINDOW_S = 0.005
+RESULT_BATCH_MAX = 100
 
 
 @dataclasses.dataclass
@@ -106,6 +109,9 @@ class Controller:
         self._resources_read_at = 0.0
         self._start_time = 0.0
         self._trainable_ref: ray.ObjectRef | None = None
+        # Fast iterations may share a round trip when no decision can depend on the exact
+        # state after one: the scheduler never pauses and no end checkpoint is taken.
+        self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
 
     # -- what schedulers and searchers may ask ------------------------------------------------
     def get_trials(self) -> list[Trial]:
@@ -215,8 +221,16 @@ class Controller:
             return False
         self._slots[trial.trial_id] = slot
         self._set_status(trial, RUNNING)
-        slot.actor.start.remote(self._trainable_ref, trial.config, trial.info(), trial.checkpoint_path)
-        self._submit_step(trial)
+        ref = slot.actor.run.remote(
+            self._batch,
+            RESULT_BATCH_WINDOW_S,
+            self._trainable_ref,
+            trial.config,
+            trial.info(),
+            trial.checkpoint_path,
+            0 if self._is_function else self._checkpoint_freq,
+        )
+        self._inflight[ref] = (trial, "run")
         return True
 
     def _take_slot(self, pgf: PlacementGroupFactory) -> _Slot | None:
@@ -264,13 +278,9 @@ class Controller:
         ]
 
     # -- talking to trial actors -----------------------------------------------------------------
-    def _submit_step(self, trial: Trial) -> None:
+    def _submit_run(self, trial: Trial) -> None:
         slot = self._slots[trial.trial_id]
-        next_iteration = trial.iteration + 1
-        checkpoint = (
-            not self._is_function and self._checkpoint_freq > 0 and next_iteration % self._checkpoint_freq == 0
-        )
-        self._inflight[slot.actor.step.remote(checkpoint)] = (trial, "step")
+        self._inflight[slot.actor.run.remote(self._batch, RESULT_BATCH_WINDOW_S)] = (trial, "run")
 
     def _wait_and_process(self, timeout: float) -> None:
         if not self._inflight:
@@ -286,13 +296,24 @@ class Controller:
             try:
                 value = ray.get(ref)
             except (RayTaskError, RayActorError) as exc:
-                self._on_trial_failure(trial, exc)
+                actor_died = isinstance(exc, RayActorError) and not isinstance(exc, RayTaskError)
+                self._on_trial_failure(trial, _error_text(exc), actor_died)
                 continue
-            if kind == "step":
-                self._on_step_result(trial, value)
+            if kind == "run":
+                self._on_results(trial, value)
             else:
                 self._on_saved(trial, value, then=kind)
         self._flush_results()
+
+    def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
+        """Apply a batch of results in order; drop what follows a decision other than CONTINUE."""
+        for result in results:
+            if "_error" in result:
+                self._on_trial_failure(trial, result["_error"], actor_died=False)
+                return
+            if not self._on_step_result(trial, result):
+                return
+        self._submit_run(trial)
 
     def _flush_results(self) -> None:
         if self._pending_rows:
@@ -300,13 +321,14 @@ class Controller:
             self._store.add_results(self._experiment_id, rows)
 
     # -- results and decisions -------------------------------------------------------------------
-    def _on_step_result(self, trial: Trial, result: dict[str, Any]) -> None:
+    def _on_step_result(self, trial: Trial, result: dict[str, Any]) -> bool:
+        """Record one result and act on the decisions it brings; True if the trial goes on."""
         checkpoint_path = result.pop("_checkpoint_path", None)
         if checkpoint_path:
             self._set_checkpoint(trial, checkpoint_path)
         if result.pop("_finished", False):
             self._complete_trial(trial)
-            return
+            return False
         flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
         self._check_metric(flat)
         trial.last_result = result
@@ -316,14 +338,14 @@ class Controller:
         self._searcher.on_trial_result(trial.trial_id, flat)
         if result.get("done") or self._stopper(trial.trial_id, flat):
             self._complete_trial(trial)
-            return
+            return False
         if self._stop_everything:
             self._end_trial(trial, TERMINATED)
-            return
+            return False
         decision = self._scheduler.on_trial_result(self, trial, flat)
         if decision == TrialScheduler.CONTINUE:
-            self._submit_step(trial)
-        elif decision == TrialScheduler.STOP:
+            return True
+        if decision == TrialScheduler.STOP:
             self._searcher.on_trial_complete(trial.trial_id, flat)
             self._scheduler.on_trial_remove(self, trial)
             self._end_trial(trial, TERMINATED)
@@ -334,6 +356,7 @@ class Controller:
                 f"{type(self._scheduler).__name__}.on_trial_result returned {decision!r}; "
                 f"expected one of {list(TrialScheduler.DECISIONS)}"
             )
+        return False
 
     def _check_metric(self, flat: Mapping[str, Any]) -> None:
         if self._metric_checked:
@@ -389,10 +412,9 @@ class Controller:
             self._reporter.on_trial_end(trial)
 
     # -- failures --------------------------------------------------------------------------------
-    def _on_trial_failure(self, trial: Trial, exc: BaseException) -> None:
-        actor_died = isinstance(exc, RayActorError) and not isinstance(exc, RayTaskError)
+    def _on_trial_failure(self, trial: Trial, error: str, actor_died: bool) -> None:
         trial.num_failures += 1
-        trial.error = _error_text(exc)
+        trial.error = error
         self._store.update_trial(trial.trial_id, error=trial.error, num_failures=trial.num_failures)
         logger.warning("trial %s failed (%d time(s)):\n%s", trial.trial_name, trial.num_failures, trial.error)
         self._drop_inflight(trial)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from typing import Any
 
@@ -33,6 +34,7 @@ class TrialActor:
         self._trainable: Trainable | None = None
         self._info: TrialInfo | None = None
         self._start_error: str | None = None
+        self._checkpoint_freq = 0
 
     def pid(self) -> int:
         return os.getpid()
@@ -43,11 +45,13 @@ class TrialActor:
         config: dict[str, Any],
         info: TrialInfo,
         checkpoint_path: str | None = None,
+        checkpoint_freq: int = 0,
     ) -> None:
         """Build the trainable for a trial (after cleaning up the previous one), restoring if asked."""
         self._stop_trainable()
         self._start_error = None
         self._info = info
+        self._checkpoint_freq = checkpoint_freq
         try:
             self._trainable = trainable_cls(config, trial_info=info)
             if checkpoint_path:
@@ -55,6 +59,42 @@ class TrialActor:
         except BaseException as exc:  # noqa: BLE001
             self._trainable = None
             self._start_error = _format(exc)
+
+    def run(
+        self,
+        max_results: int = 1,
+        window_s: float = 0.0,
+        trainable_cls: type[Trainable] | None = None,
+        config: dict[str, Any] | None = None,
+        info: TrialInfo | None = None,
+        checkpoint_path: str | None = None,
+        checkpoint_freq: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Run iterations and return their results, in order (``start`` first when given a class).
+
+        The first iteration always runs; more follow, up to ``max_results``, only while less
+        than ``window_s`` has passed since the call began: fast iterations share one round
+        trip, a slow one comes back alone. The list ends early at a function's return (a
+        ``_finished`` result) or at a failure: a failure in the first iteration raises, one
+        after earlier results comes back as a last entry holding ``_error`` (the traceback),
+        so the results before it are not lost.
+        """
+        if trainable_cls is not None:
+            assert config is not None and info is not None
+            self.start(trainable_cls, config, info, checkpoint_path, checkpoint_freq)
+        began = time.monotonic()
+        results = [self.step()]
+        while (
+            len(results) < max_results
+            and self._may_run_ahead(results[-1])
+            and time.monotonic() - began < window_s
+        ):
+            try:
+                results.append(self.step())
+            except TrialError as exc:
+                results.append({"_error": str(exc)})
+                break
+        return results
 
     def reset(self, config: dict[str, Any], info: TrialInfo) -> bool:
         """Try the trainable's ``reset_config`` for a new config; True if it took it."""
@@ -65,8 +105,8 @@ class TrialActor:
         self._trainable._trial_info = info
         return True
 
-    def step(self, checkpoint: bool = False) -> dict[str, Any]:
-        """One iteration; with ``checkpoint`` also save after it. Returns the result dict.
+    def step(self) -> dict[str, Any]:
+        """One iteration, saved after when the iteration is a multiple of the checkpoint frequency.
 
         The result carries ``_checkpoint_path`` when a checkpoint was written, and
         ``_finished`` when a function trainable returned (no new iteration).
@@ -83,13 +123,28 @@ class TrialActor:
                 self._trainable.write_metadata(path)
                 self._trainable._latest_checkpoint = path
                 result["_checkpoint_path"] = path
-            elif checkpoint and not result.get("_finished"):
+            elif (
+                self._checkpoint_freq
+                and not result.get("_finished")
+                and result["training_iteration"] % self._checkpoint_freq == 0
+            ):
                 result["_checkpoint_path"] = self._save()
             return result
         except TrialError:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise TrialError(_format(exc)) from None
+
+    def _may_run_ahead(self, last: dict[str, Any]) -> bool:
+        """Whether another iteration may run before the controller has seen ``last``.
+
+        Not after the trainable said it is done or finished, nor past a checkpoint, nor into
+        an iteration that would write one: checkpoints only ever reflect decided iterations.
+        """
+        if last.get("_finished") or last.get("done") or "_checkpoint_path" in last:
+            return False
+        freq = self._checkpoint_freq
+        return not (freq and (last["training_iteration"] + 1) % freq == 0)
 
     def save(self) -> str:
         """Checkpoint the trainable now; returns the checkpoint directory."""
