@@ -33,7 +33,11 @@ def noop_function(config):
         tune.report({"score": config["x"] * i})
 
 
-def run_ours(trials: int, storage: str, export_tensorboard: bool | None = None) -> tuple[float, int]:
+STEADY: list[float] = []
+
+
+def run_ours(trials: int, storage: str) -> tuple[float, int]:
+    """Our sweep; also records the steady-state trials/s (first to last stored result)."""
     from tuner import tune
 
     start = time.perf_counter()
@@ -48,10 +52,37 @@ def run_ours(trials: int, storage: str, export_tensorboard: bool | None = None) 
         verbose=0,
     )
     elapsed = time.perf_counter() - start
-    results = len(analysis.results_df)
+    frame = analysis.results_df
+    results = len(frame)
     if results != trials * REPORTS:
         raise SystemExit(f"expected {trials * REPORTS} stored results, found {results}")
+    span = frame["timestamp"].max() - frame["timestamp"].min()
+    STEADY.append(trials / span if span > 0 else float("inf"))
     return elapsed, results
+
+
+def ray_actor_start_floor(n: int = 2) -> float:
+    """Seconds for Ray alone to bring up n one-CPU placement groups with an actor in each."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    @ray.remote
+    class Probe:
+        def ping(self) -> int:
+            return 1
+
+    start = time.perf_counter()
+    groups = [placement_group([{"CPU": 1}]) for _ in range(n)]
+    actors = [
+        Probe.options(num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(g, 0)).remote()
+        for g in groups
+    ]
+    ray.get([a.ping.remote() for a in actors])
+    elapsed = time.perf_counter() - start
+    for actor, group in zip(actors, groups):
+        ray.kill(actor)
+        remove_placement_group(group)
+    return elapsed
 
 
 def run_optuna(trials: int, storage: str | None) -> tuple[float, int]:
@@ -124,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         measure("ray tune, defaults", args.peer_trials, lambda: run_raytune(args.peer_trials, tmp, False))
         measure("ray tune, reuse_actors=True", args.peer_trials, lambda: run_raytune(args.peer_trials, tmp, True))
 
+    floor = ray_actor_start_floor(int(ray.cluster_resources().get("CPU", 1)))
     print(f"\n{REPORTS} results per trial, {os.cpu_count()} CPUs, Ray {ray.__version__}")
+    print(f"ours, steady state (first to last stored result): {max(STEADY):.0f} trials/s; "
+          f"Ray alone needs {floor:.2f} s to start one actor per CPU in placement groups, "
+          f"paid once per sweep by every Ray-based engine")
     print(f"{'system':34} {'trials':>6} {'seconds':>8} {'trials/s':>9} {'results/s':>10} {'ours is x faster':>17}")
     for label, trials, elapsed, results in rows:
         speedup = (elapsed / trials) / ours

@@ -1,8 +1,13 @@
-"""The ``tune`` namespace: ``from tuner import tune`` then ``tune.run(...)``, as in Ray Tune."""
+"""The ``tune`` namespace: ``from tuner import tune`` then ``tune.run(...)``, as in Ray Tune.
+
+What a trial needs (report, Checkpoint, Trainable, search-space helpers) is imported at once
+and is light; the driver's side (run, load, ExperimentAnalysis: Ray, SQLAlchemy, pandas) is
+imported on first use, so ``from tuner import tune`` inside every trial actor stays cheap.
+"""
+
+from typing import Any
 
 from schedulers import FIFOScheduler, TrialScheduler
-from tuner.analysis import ExperimentAnalysis, load
-from tuner.api import run
 from tuner.errors import TuneError
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.registry import register_trainable
@@ -69,3 +74,20 @@ __all__ = [
     "sample_from",
     "uniform",
 ]
+
+_LAZY = {
+    "run": ("tuner.api", "run"),
+    "load": ("tuner.analysis", "load"),
+    "ExperimentAnalysis": ("tuner.analysis", "ExperimentAnalysis"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tuner.tune' has no attribute {name!r}")

@@ -47,6 +47,7 @@ class _Slot:
     actor: Any
     pg: PlacementGroup
     pgf: PlacementGroupFactory
+    has_trainable: bool = False
 
 
 class Controller:
@@ -108,7 +109,6 @@ class Controller:
         self._nodes: list[dict[str, float]] = []
         self._resources_read_at = 0.0
         self._start_time = 0.0
-        self._trainable_ref: ray.ObjectRef | None = None
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
         self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
@@ -125,7 +125,6 @@ class Controller:
         """Run the experiment until every trial has ended; return the trials."""
         self._start_time = time.monotonic()
         self._read_cluster_resources(force=True)
-        self._trainable_ref = ray.put(self._trainable_cls)
         try:
             while not self._finished():
                 self._check_budgets()
@@ -224,12 +223,13 @@ class Controller:
         ref = slot.actor.run.remote(
             self._batch,
             RESULT_BATCH_WINDOW_S,
-            self._trainable_ref,
+            None if slot.has_trainable else self._trainable_cls,
             trial.config,
             trial.info(),
             trial.checkpoint_path,
             0 if self._is_function else self._checkpoint_freq,
         )
+        slot.has_trainable = True
         self._inflight[ref] = (trial, "run")
         return True
 
@@ -443,7 +443,10 @@ class Controller:
         slot = self._slots.pop(trial.trial_id, None)
         if slot is None:
             return
-        slot.actor.stop.remote()
+        if not self._is_function:
+            # Free what the trainable holds (rollout actors, say) now. A function trainable
+            # holds nothing but its thread, which the actor's next start or exit ends.
+            slot.actor.stop.remote()
         self._idle.append(slot)
 
     def _destroy_slot(self, slot: _Slot) -> None:

@@ -35,6 +35,7 @@ class TrialActor:
         self._info: TrialInfo | None = None
         self._start_error: str | None = None
         self._checkpoint_freq = 0
+        self._trainable_cls: type[Trainable] | None = None
 
     def pid(self) -> int:
         return os.getpid()
@@ -72,16 +73,21 @@ class TrialActor:
     ) -> list[dict[str, Any]]:
         """Run iterations and return their results, in order (``start`` first when given a class).
 
-        The first iteration always runs; more follow, up to ``max_results``, only while less
+        With ``config`` (and ``info``) the actor first starts a trial; ``trainable_cls`` need
+        only come with an actor's first trial. The first iteration always runs; more follow, up to ``max_results``, only while less
         than ``window_s`` has passed since the call began: fast iterations share one round
         trip, a slow one comes back alone. The list ends early at a function's return (a
         ``_finished`` result) or at a failure: a failure in the first iteration raises, one
         after earlier results comes back as a last entry holding ``_error`` (the traceback),
         so the results before it are not lost.
         """
-        if trainable_cls is not None:
-            assert config is not None and info is not None
-            self.start(trainable_cls, config, info, checkpoint_path, checkpoint_freq)
+        if config is not None:
+            assert info is not None
+            if trainable_cls is not None:
+                self._trainable_cls = trainable_cls  # sent once per actor, then reused
+            if self._trainable_cls is None:
+                raise TrialError("run() was given a config but this actor has no trainable class yet")
+            self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq)
         began = time.monotonic()
         results = [self.step()]
         while (

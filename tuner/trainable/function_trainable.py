@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import queue
 import threading
 import time
 import traceback
@@ -40,8 +39,13 @@ class FunctionTrainable(Trainable):
     _func: Callable[..., Any]
 
     def setup(self, config: dict[str, Any]) -> None:
-        self._results: queue.Queue[Any] = queue.Queue(maxsize=1)
-        self._resume = threading.Semaphore(0)
+        # Hand-off between step() and the function's thread: the function posts one item and
+        # releases ``_posted``; it then waits on ``_resume``, which step() releases to let it on.
+        self._item: Any = None
+        self._posted = threading.Lock()
+        self._posted.acquire()
+        self._resume = threading.Lock()
+        self._resume.acquire()
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._restore_checkpoint: Checkpoint | None = None
@@ -51,10 +55,14 @@ class FunctionTrainable(Trainable):
     def _report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None) -> None:
         if self._stopping:
             raise StopTrial()
-        self._results.put((metrics, checkpoint))
+        self._post((metrics, checkpoint))
         self._resume.acquire()
         if self._stopping:
             raise StopTrial()
+
+    def _post(self, item: Any) -> None:
+        self._item = item
+        self._posted.release()
 
     def _run(self) -> None:
         session._bind(self)
@@ -67,9 +75,9 @@ class FunctionTrainable(Trainable):
         except StopTrial:
             pass
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the controller
-            self._results.put(_Failure(exc))
+            self._post(_Failure(exc))
             return
-        self._results.put(_FINISHED)
+        self._post(_FINISHED)
 
     def step(self) -> dict[str, Any]:
         if self._thread is None:
@@ -77,7 +85,8 @@ class FunctionTrainable(Trainable):
             self._thread.start()
         else:
             self._resume.release()
-        item = self._results.get()
+        self._posted.acquire()
+        item = self._item
         if item is _FINISHED:
             return {"done": True, "_finished": True}
         if isinstance(item, _Failure):
@@ -115,7 +124,8 @@ class FunctionTrainable(Trainable):
         thread = self._thread
         if thread is not None and thread.is_alive():
             self._stopping = True
-            self._resume.release()
+            if self._resume.locked():
+                self._resume.release()
             thread.join(timeout=10)
         session._bind(None)
 
