@@ -66,6 +66,42 @@ def _resources_for(trainable_cls: type[Trainable], resources_per_trial: Any) -> 
     return per_config
 
 
+def _validate_arguments(
+    trainable_cls: type[Trainable], *, config: Any, num_samples: Any, metric: Any, mode: Any,
+    scheduler: Any, search_alg: Any, time_budget_s: Any, max_concurrent_trials: Any, max_failures: Any,
+    checkpoint_freq: Any, checkpoint_at_end: Any, name: Any, seed: Any,
+) -> None:
+    """Raise one ValueError naming the first bad argument of tune.run; nothing is written before."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a dict (the search space), got {type(config).__name__}")
+    _check_int(num_samples, "num_samples", 1)
+    validate_mode(mode)
+    if metric is not None and not isinstance(metric, str):
+        raise ValueError(f"metric must be a string, got {metric!r}")
+    if (metric is None) != (mode is None):
+        raise ValueError(f"metric and mode go together: got metric={metric!r}, mode={mode!r}")
+    if scheduler is not None and not isinstance(scheduler, TrialScheduler):
+        raise ValueError(f"scheduler must be a TrialScheduler, got {type(scheduler).__name__}")
+    if search_alg is not None and not isinstance(search_alg, Searcher):
+        raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
+    if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
+        raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
+    _check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
+    _check_int(max_failures, "max_failures", -1)
+    _check_int(checkpoint_freq, "checkpoint_freq", 0)
+    if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
+        raise ValueError(
+            "checkpoint_freq: a function trainable checkpoints itself through "
+            "tune.report(..., checkpoint=...); checkpoint_freq is for Trainable classes"
+        )
+    if not isinstance(checkpoint_at_end, bool):
+        raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
+    if name is not None and (not isinstance(name, str) or not name or os.sep in name):
+        raise ValueError(f"name must be a non-empty string without {os.sep!r}, got {name!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"seed must be an int or None, got {seed!r}")
+
+
 def run(
     run_or_experiment: Any,
     *,
@@ -105,36 +141,13 @@ def run(
         {'x': 2}
     """
     trainable_cls = resolve_trainable(run_or_experiment)
-    if config is None:
-        config = {}
-    if not isinstance(config, Mapping):
-        raise ValueError(f"config must be a dict (the search space), got {type(config).__name__}")
-    _check_int(num_samples, "num_samples", 1)
-    validate_mode(mode)
-    if metric is not None and not isinstance(metric, str):
-        raise ValueError(f"metric must be a string, got {metric!r}")
-    if (metric is None) != (mode is None):
-        raise ValueError(f"metric and mode go together: got metric={metric!r}, mode={mode!r}")
-    if scheduler is not None and not isinstance(scheduler, TrialScheduler):
-        raise ValueError(f"scheduler must be a TrialScheduler, got {type(scheduler).__name__}")
-    if search_alg is not None and not isinstance(search_alg, Searcher):
-        raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
-    if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
-        raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
-    _check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
-    _check_int(max_failures, "max_failures", -1)
-    _check_int(checkpoint_freq, "checkpoint_freq", 0)
-    if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
-        raise ValueError(
-            "checkpoint_freq: a function trainable checkpoints itself through "
-            "tune.report(..., checkpoint=...); checkpoint_freq is for Trainable classes"
-        )
-    if not isinstance(checkpoint_at_end, bool):
-        raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
-    if name is not None and (not isinstance(name, str) or not name or os.sep in name):
-        raise ValueError(f"name must be a non-empty string without {os.sep!r}, got {name!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"seed must be an int or None, got {seed!r}")
+    config = {} if config is None else config
+    _validate_arguments(
+        trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
+        scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
+        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
+        checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end, name=name, seed=seed,
+    )
     stopper = to_stopper(stop)
     resources_for = _resources_for(trainable_cls, resources_per_trial)
     reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
