@@ -9,6 +9,7 @@ short trials does not pay for a new Ray worker process per trial.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import time
 import uuid
@@ -38,6 +39,7 @@ _RESOURCE_REFRESH_S = 5.0
 #: How long a trial actor may keep running fast iterations before answering (see TrialActor.run).
 RESULT_BATCH_WINDOW_S = 0.005
 RESULT_BATCH_MAX = 100
+_STATE_SAVE_INTERVAL_S = 2.0
 
 
 @dataclasses.dataclass
@@ -112,6 +114,10 @@ class Controller:
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
         self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
+        self._to_checkpoint: set[str] = set()  # trials a scheduler asked to checkpoint
+        self._to_exploit: dict[str, tuple[Trial, dict[str, Any]]] = {}  # trial_id -> (donor, config)
+        self._searcher_takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
+        self._state_saved_at = 0.0
 
     # -- what schedulers and searchers may ask ------------------------------------------------
     def get_trials(self) -> list[Trial]:
@@ -119,6 +125,26 @@ class Controller:
 
     def get_trial(self, trial_id: str) -> Trial | None:
         return self._by_id.get(trial_id)
+
+    def stop_trial(self, trial: Trial) -> None:
+        """Stop a running, pending or paused trial for good (HyperBand's bracket losers)."""
+        if trial.status in (TERMINATED, ERROR):
+            return
+        self._searcher_complete(trial, pruned=True)
+        if trial.status == RUNNING:
+            self._end_trial(trial, TERMINATED)
+        else:
+            self._set_status(trial, TERMINATED)
+
+    def checkpoint_trial(self, trial: Trial) -> None:
+        """Checkpoint ``trial`` after its current result, so it can be a PBT donor."""
+        self._to_checkpoint.add(trial.trial_id)
+
+    def exploit_trial(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
+        """After its current result, restore ``trial`` from ``donor``'s checkpoint with ``new_config``."""
+        if not donor.checkpoint_path:
+            raise ValueError(f"exploit_trial: donor {donor.trial_name} has no checkpoint; only trials with one can be donors")
+        self._to_exploit[trial.trial_id] = (donor, dict(new_config))
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> list[Trial]:
@@ -130,8 +156,10 @@ class Controller:
                 self._check_budgets()
                 self._fill()
                 self._wait_and_process(timeout=0.5)
+                self._save_state()
                 self._reporter.maybe_report(self._trials)
             self._flush_results()
+            self._save_state(force=True)
             self._store.set_experiment_status(self._experiment_id, "TERMINATED")
         except BaseException:
             self._flush_results()
@@ -149,8 +177,16 @@ class Controller:
             return False
         if self._stop_everything:
             return True
-        live = any(t.status in (PENDING, PAUSED) for t in self._trials)
-        return not live and self._searcher_finished
+        if not self._searcher_finished or any(t.status == PENDING for t in self._trials):
+            return False
+        paused = [t for t in self._trials if t.status == PAUSED]
+        if paused and self._scheduler.choose_trial_to_run(self) is not None:
+            return False
+        for trial in paused:  # nothing runs and the scheduler resumes none of them: they are done
+            self._scheduler.on_trial_complete(self, trial, trial.last_flat_result)
+            self._searcher_complete(trial)
+            self._set_status(trial, TERMINATED)
+        return True
 
     def _check_budgets(self) -> None:
         if self._stop_everything:
@@ -220,6 +256,10 @@ class Controller:
             return False
         self._slots[trial.trial_id] = slot
         self._set_status(trial, RUNNING)
+        reapply_config = False
+        if trial.trial_id in self._to_exploit:  # exploited while paused: start from the donor
+            self._record_exploit(trial)
+            reapply_config = True
         ref = slot.actor.run.remote(
             self._batch,
             RESULT_BATCH_WINDOW_S,
@@ -228,6 +268,7 @@ class Controller:
             trial.info(),
             trial.checkpoint_path,
             0 if self._is_function else self._checkpoint_freq,
+            reapply_config,
         )
         slot.has_trainable = True
         self._inflight[ref] = (trial, "run")
@@ -313,7 +354,44 @@ class Controller:
                 return
             if not self._on_step_result(trial, result):
                 return
-        self._submit_run(trial)
+        slot = self._slots[trial.trial_id]
+        if trial.trial_id in self._to_exploit:
+            donor_checkpoint = self._record_exploit(trial)
+            self._inflight[slot.actor.exploit.remote(trial.config, donor_checkpoint, trial.info())] = (trial, "exploit")
+        if trial.trial_id in self._to_checkpoint:
+            self._to_checkpoint.discard(trial.trial_id)
+            self._inflight[slot.actor.save.remote()] = (trial, "checkpoint")
+        self._submit_run(trial)  # actor calls run in order: exploit, save, then the next iterations
+
+    def _record_exploit(self, trial: Trial) -> str:
+        """Apply a requested exploit to the trial's record (config, checkpoint) and store its lineage."""
+        donor, new_config = self._to_exploit.pop(trial.trial_id)
+        assert donor.checkpoint_path is not None
+        self._store.add_exploit(
+            self._experiment_id, trial.trial_id, donor.trial_id, trial.iteration, trial.config, new_config,
+            donor.checkpoint_path,
+        )
+        trial.config = new_config
+        trial.checkpoint_path = donor.checkpoint_path
+        self._store.update_trial(
+            trial.trial_id, config=new_config, config_blob=_blob(new_config), checkpoint_path=donor.checkpoint_path
+        )
+        return donor.checkpoint_path
+
+    def _save_state(self, force: bool = False) -> None:
+        """Store the scheduler's and searcher's state (every couple of seconds, and at the end)."""
+        now = time.monotonic()
+        if not force and now - self._state_saved_at < _STATE_SAVE_INTERVAL_S:
+            return
+        self._state_saved_at = now
+        for key, owner in (("scheduler", self._scheduler), ("searcher", self._searcher)):
+            try:
+                blob = ray.cloudpickle.dumps(owner.state_dict())
+            except Exception as exc:  # noqa: BLE001 - a user's state we cannot pickle: say so once
+                if force:
+                    logger.warning("cannot store the %s's state: %s", key, exc)
+                continue
+            self._store.save_state(self._experiment_id, key, blob)
 
     def _flush_results(self) -> None:
         if self._pending_rows:
@@ -346,7 +424,7 @@ class Controller:
         if decision == TrialScheduler.CONTINUE:
             return True
         if decision == TrialScheduler.STOP:
-            self._searcher.on_trial_complete(trial.trial_id, flat)
+            self._searcher_complete(trial, pruned=True)
             self._scheduler.on_trial_remove(self, trial)
             self._end_trial(trial, TERMINATED)
         elif decision == TrialScheduler.PAUSE:
@@ -370,10 +448,16 @@ class Controller:
 
     def _complete_trial(self, trial: Trial) -> None:
         """The trial finished on its own (its function returned, done=True, or a stop condition)."""
-        flat = trial.last_flat_result
-        self._scheduler.on_trial_complete(self, trial, flat)
-        self._searcher.on_trial_complete(trial.trial_id, flat)
+        self._scheduler.on_trial_complete(self, trial, trial.last_flat_result)
+        self._searcher_complete(trial)
         self._end_trial(trial, TERMINATED)
+
+    def _searcher_complete(self, trial: Trial, *, pruned: bool = False, error: bool = False) -> None:
+        """Tell the searcher a trial ended; ``pruned`` (a scheduler stopped it) if it can take that."""
+        if pruned and self._searcher_takes_pruned:
+            self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=error, pruned=True)
+        else:
+            self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=error)
 
     def _end_trial(self, trial: Trial, status: str) -> None:
         self._drop_inflight(trial)
@@ -393,8 +477,13 @@ class Controller:
     def _pause_trial(self, trial: Trial) -> None:
         self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "pause")
 
-    def _on_saved(self, trial: Trial, path: str, then: str) -> None:
-        self._set_checkpoint(trial, path)
+    def _on_saved(self, trial: Trial, value: Any, then: str) -> None:
+        """A save (or exploit) the controller asked for is done; ``then`` says what it was for."""
+        if then == "exploit":
+            return
+        self._set_checkpoint(trial, value)
+        if then == "checkpoint":
+            return
         self._set_status(trial, PAUSED if then == "pause" else TERMINATED)
         self._release_slot(trial)
 
@@ -430,7 +519,7 @@ class Controller:
             return
         self._set_status(trial, ERROR)
         self._scheduler.on_trial_error(self, trial)
-        self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=True)
+        self._searcher_complete(trial, error=True)
 
     def _drop_inflight(self, trial: Trial) -> None:
         """Forget calls still in flight for ``trial``: their answers no longer matter."""
@@ -481,6 +570,14 @@ def _error_text(exc: BaseException) -> str:
         cause = exc.cause
     text = str(cause)
     return text if text else repr(cause)
+
+
+def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _blob(config: dict[str, Any]) -> bytes | None:

@@ -47,8 +47,13 @@ class TrialActor:
         info: TrialInfo,
         checkpoint_path: str | None = None,
         checkpoint_freq: int = 0,
+        reapply_config: bool = False,
     ) -> None:
-        """Build the trainable for a trial (after cleaning up the previous one), restoring if asked."""
+        """Build the trainable for a trial (after cleaning up the previous one), restoring if asked.
+
+        With ``reapply_config`` (a PBT exploit of a paused trial) the config is offered to
+        ``reset_config`` after the restore, so it wins over what the checkpoint held.
+        """
         self._stop_trainable()
         self._start_error = None
         self._info = info
@@ -57,6 +62,8 @@ class TrialActor:
             self._trainable = trainable_cls(config, trial_info=info)
             if checkpoint_path:
                 self._trainable.restore(checkpoint_path)
+                if reapply_config:
+                    self._trainable.reset_config(dict(config))
         except BaseException as exc:  # noqa: BLE001
             self._trainable = None
             self._start_error = _format(exc)
@@ -70,6 +77,7 @@ class TrialActor:
         info: TrialInfo | None = None,
         checkpoint_path: str | None = None,
         checkpoint_freq: int = 0,
+        reapply_config: bool = False,
     ) -> list[dict[str, Any]]:
         """Run iterations and return their results, in order (``start`` first when given a class).
 
@@ -87,7 +95,7 @@ class TrialActor:
                 self._trainable_cls = trainable_cls  # sent once per actor, then reused
             if self._trainable_cls is None:
                 raise TrialError("run() was given a config but this actor has no trainable class yet")
-            self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq)
+            self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq, reapply_config)
         began = time.monotonic()
         results = [self.step()]
         while (
@@ -102,14 +110,36 @@ class TrialActor:
                 break
         return results
 
-    def reset(self, config: dict[str, Any], info: TrialInfo) -> bool:
-        """Try the trainable's ``reset_config`` for a new config; True if it took it."""
-        if self._trainable is None or not self._trainable.reset_config(dict(config)):
-            return False
-        self._trainable.config = dict(config)
-        self._info = info
-        self._trainable._trial_info = info
-        return True
+    def exploit(self, config: dict[str, Any], checkpoint_path: str, info: TrialInfo) -> bool:
+        """PBT exploit: take a donor's checkpoint, then apply ``config`` on top of it.
+
+        The donor's state is restored first and the new config applied after, so a perturbed
+        learning rate wins over the one saved in the donor's optimizer state. In place through
+        ``reset_config`` when the trainable accepts it (returns True), else the trainable is
+        rebuilt with the new config and restored (returns False). Either way the trial keeps
+        its own iteration count, so its stored curve stays one row per iteration.
+        """
+        if self._trainable is None or self._trainable_cls is None:
+            raise TrialError("exploit() called with no running trainable")
+        iteration, time_total = self._trainable._iteration, self._trainable._time_total
+        try:
+            self._trainable.restore(checkpoint_path)
+            in_place = bool(self._trainable.reset_config(dict(config)))
+            if in_place:
+                self._trainable.config = dict(config)
+            else:
+                self.start(self._trainable_cls, config, info, checkpoint_path, self._checkpoint_freq)
+                if self._start_error is not None:
+                    raise TrialError(self._start_error)
+            assert self._trainable is not None
+            self._trainable._iteration, self._trainable._time_total = iteration, time_total
+            self._info = info
+            self._trainable._trial_info = info
+            return in_place
+        except TrialError:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise TrialError(_format(exc)) from None
 
     def step(self) -> dict[str, Any]:
         """One iteration, saved after when the iteration is a multiple of the checkpoint frequency.

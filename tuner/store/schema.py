@@ -88,8 +88,28 @@ experiment_state = sa.Table(
     sa.PrimaryKeyConstraint("experiment_id", "key", name="pk_experiment_state"),
 )
 
+exploits = sa.Table(
+    "exploits",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "experiment_id",
+        sa.Integer,
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("trial_id", sa.String(64), nullable=False),  # the trial that took the donor's state
+    sa.Column("donor_trial_id", sa.String(64), nullable=False),
+    sa.Column("iteration", sa.Integer, nullable=False),  # the trial's iteration when it exploited
+    sa.Column("timestamp", sa.Double, nullable=False),
+    sa.Column("old_config", sa.Text, nullable=False),  # JSON
+    sa.Column("new_config", sa.Text, nullable=False),  # JSON
+    sa.Column("checkpoint_path", sa.Text, nullable=True),  # the donor checkpoint restored
+)
+
 #: Tables that hold tuner data (everything but ``schema_version``).
-DATA_TABLES = (experiments, trials, results, experiment_state)
+DATA_TABLES = (experiments, trials, results, experiment_state, exploits)
 
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1`` inside one transaction.
 #: Empty while there is only version 1.

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.pool import StaticPool
 
 from . import codec, schema
-from .schema import SCHEMA_VERSION, experiment_state, experiments, results, trials
+from .schema import SCHEMA_VERSION, experiment_state, experiments, exploits, results, trials
 
 __all__ = ["Store", "StoreError", "default_database_url", "mask_url"]
 
@@ -68,6 +68,7 @@ _UPDATE_TRIAL = 2
 _RESULTS = 3
 _STATE = 4
 _EXP_STATUS = 5
+_EXPLOIT = 6
 
 _TRIAL_FIELDS = frozenset(
     {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob"}
@@ -402,6 +403,38 @@ class Store:
             raise TypeError(f"save_state: value must be bytes, not {type(value).__name__}")
         self._queue.put((_STATE, experiment_id, key, bytes(value), time.time()))
 
+    def add_exploit(
+        self,
+        experiment_id: int,
+        trial_id: str,
+        donor_trial_id: str,
+        iteration: int,
+        old_config: Mapping,
+        new_config: Mapping,
+        checkpoint_path: str | None,
+    ) -> None:
+        """Queue a record of a PBT exploit: ``trial_id`` took ``donor_trial_id``'s checkpoint."""
+        self._check_open()
+        self._queue.put(
+            (_EXPLOIT, experiment_id, trial_id, donor_trial_id, iteration, old_config, new_config,
+             checkpoint_path, time.time())
+        )
+
+    def exploits(self, experiment_id: int) -> list[dict[str, Any]]:
+        """Every recorded exploit of an experiment, oldest first (configs decoded)."""
+        self._wait()
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(exploits).where(exploits.c.experiment_id == int(experiment_id)).order_by(exploits.c.id)
+            ).mappings().all()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["old_config"] = codec.decode(item["old_config"])
+            item["new_config"] = codec.decode(item["new_config"])
+            out.append(item)
+        return out
+
     def set_experiment_status(self, experiment_id: int, status: str) -> None:
         """Queue a change of an experiment's status."""
         if self._closed:
@@ -701,6 +734,13 @@ class Store:
                     _acc(steps, kind)[(eid, key)] = {
                         "experiment_id": eid, "key": key, "value": value, "updated_at": now
                     }
+                elif kind == _EXPLOIT:
+                    _, eid, trial_id, donor, iteration, old, new, ckpt, now = op
+                    _acc(steps, kind).append({
+                        "experiment_id": int(eid), "trial_id": str(trial_id), "donor_trial_id": str(donor),
+                        "iteration": int(iteration), "timestamp": now, "old_config": encode(old),
+                        "new_config": encode(new), "checkpoint_path": None if ckpt is None else str(ckpt),
+                    })
                 elif kind == _EXP_STATUS:
                     _, eid, status, now = op
                     _acc(steps, kind).append({"p_id": int(eid), "p_status": _text(status), "p_ts": now})
@@ -761,6 +801,8 @@ class Store:
                         conn.execute(experiment_state.insert().values(**r))
         elif kind == _EXP_STATUS:
             conn.execute(self._upd_exp_status, acc)
+        elif kind == _EXPLOIT:
+            conn.execute(exploits.insert(), acc)
         else:  # pragma: no cover
             raise AssertionError(f"unknown store op {kind}")
 
@@ -816,7 +858,7 @@ class Store:
 def _acc(steps: list[tuple], kind: int) -> Any:
     """The accumulator of the last step if it is of ``kind``, else of a new step."""
     if not steps or steps[-1][0] != kind:
-        steps.append((kind, [] if kind == _EXP_STATUS else {}))
+        steps.append((kind, [] if kind in (_EXP_STATUS, _EXPLOIT) else {}))
     return steps[-1][1]
 
 
