@@ -96,7 +96,7 @@ class Searcher:
         """An intermediate result of a live trial. Default: ignored."""
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict | None = None, error: bool = False, **kwargs: Any
     ) -> None:
         """Trial ``trial_id`` ended (``error`` True when it failed). Default: ignored."""
 
