@@ -26,16 +26,72 @@ class TrialLike(Protocol):
 
     trial_id: str
     config: dict[str, Any]
+    #: One of PENDING, RUNNING, PAUSED, TERMINATED, ERROR. A trial whose PAUSE is still being
+    #: saved stays RUNNING until its checkpoint exists, then becomes PAUSED.
     status: str
     last_result: dict[str, Any] | None
+    #: The trial's latest checkpoint, None before its first one.
+    checkpoint_path: str | None
 
 
 @runtime_checkable
 class ControllerLike(Protocol):
-    """What a scheduler may ask of the controller that drives it."""
+    """What a scheduler may ask of the controller that drives it.
+
+    Call order the controller guarantees:
+
+    - ``on_trial_add`` once per trial, before anything else about it.
+    - ``on_trial_result`` for every result, in order; the decision applies to that trial only.
+      ``STOP`` is final: no later result of the trial reaches the scheduler, the controller calls
+      ``on_trial_remove`` and never starts the trial again. After ``PAUSE`` the trial is saved,
+      becomes PAUSED and runs again only when ``choose_trial_to_run`` returns it.
+    - ``on_trial_complete`` when the trial ends by itself (its trainable returned, or a stop
+      condition of the experiment was met), with its last result.
+    - ``on_trial_error`` when it failed for good.
+    - ``choose_trial_to_run`` whenever a slot is free; when it returns None the controller adds a
+      new trial from the searcher (if any is left). When nothing is running, nothing is chosen and
+      no new trial comes, the sweep ends and trials still PAUSED or PENDING become TERMINATED.
+
+    The three methods below ``get_trials`` are what schedulers that act on *other* trials need
+    (HyperBand stops the losers of a rung that wait PAUSED; PBT copies checkpoints). A
+    scheduler calls them only from inside one of its own hooks.
+    """
 
     def get_trials(self) -> list[Any]:
         """Every trial of the experiment, in the order they were added."""
+        ...
+
+    def stop_trial(self, trial: Any) -> None:
+        """End ``trial`` (PENDING, PAUSED or RUNNING) as TERMINATED; it is never started again.
+
+        Not for the trial whose result is being decided: answer STOP for that one. The
+        controller calls ``scheduler.on_trial_remove(trial)``, possibly before this returns, so
+        a scheduler must tolerate that re-entrant call.
+        """
+        ...
+
+    def exploit_trial(self, trial: Any, donor: Any, new_config: dict[str, Any]) -> None:
+        """Make ``trial`` continue from ``donor``'s latest checkpoint, with ``new_config``.
+
+        PBT's exploit step. ``trial`` is the trial whose result is being decided, or a PAUSED
+        trial. The controller restores ``donor``'s latest checkpoint (one asked for with
+        ``checkpoint_trial`` in the same hook included) into ``trial``, then applies
+        ``new_config`` on top (``trial.config`` becomes ``new_config``; a value in it wins over
+        the one saved in the checkpoint), and records the exploit in the store. For the trial
+        being decided this happens after the decision: with CONTINUE it goes on from the
+        donor's state at once; with PAUSE its own state is NOT saved, it resumes later from the
+        donor's checkpoint. A PAUSED trial resumes from the donor's checkpoint when chosen.
+        """
+        ...
+
+    def checkpoint_trial(self, trial: Any) -> None:
+        """Checkpoint ``trial`` as of its latest result so that it can be an exploit donor.
+
+        ``trial`` is the trial whose result is being decided (saved after this result, before
+        it runs on), or a PAUSED trial (its pause checkpoint already serves). From the moment
+        this returns, ``exploit_trial(other, trial, ...)`` must be able to use that checkpoint
+        (a controller that saves asynchronously waits for, or queues behind, the save).
+        """
         ...
 
 

@@ -153,7 +153,7 @@ def run(
     reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
 
     scheduler = scheduler or FIFOScheduler()
-    if not scheduler.set_search_properties(metric, mode):
+    if not scheduler.set_search_properties(metric, mode, config=dict(config)):
         raise ValueError(
             f"scheduler: its metric/mode ({scheduler.metric!r}, {scheduler.mode!r}) conflict with "
             f"tune.run's ({metric!r}, {mode!r})"
@@ -161,10 +161,15 @@ def run(
     searcher = search_alg or BasicVariantGenerator()
     if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=seed):
         raise ValueError(
-            f"search_alg: its metric/mode ({searcher.metric!r}, {searcher.mode!r}) conflict with "
-            f"tune.run's ({metric!r}, {mode!r})"
+            f"search_alg: {type(searcher).__name__} refused tune.run's metric/mode ({metric!r}, {mode!r}) "
+            f"or config: its own are ({searcher.metric!r}, {searcher.mode!r}); give the search space "
+            f"either to the searcher or to tune.run, not both"
         )
-    max_trials = None if isinstance(searcher, BasicVariantGenerator) else num_samples
+    # The grid generator knows how many trials it has (grid x num_samples); others stop at num_samples.
+    innermost = searcher
+    while hasattr(innermost, "searcher") and isinstance(innermost.searcher, Searcher):
+        innermost = innermost.searcher
+    max_trials = None if isinstance(innermost, BasicVariantGenerator) else num_samples
 
     name = name or f"{trainable_cls.__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .basic_variant import BasicVariantGenerator
+from .concurrency_limiter import ConcurrencyLimiter
 from .searcher import Searcher
 from .space import (
     Categorical,
@@ -38,6 +39,8 @@ from .variants import (
 __all__ = [
     "Searcher",
     "BasicVariantGenerator",
+    "OptunaSearch",
+    "ConcurrencyLimiter",
     "Domain",
     "Float",
     "Integer",
@@ -65,3 +68,12 @@ __all__ = [
     "flatten_dict",
     "unflatten_dict",
 ]
+
+
+def __getattr__(name: str):
+    # OptunaSearch imports optuna (~0.1 s): loaded on first use, not with every tuner import.
+    if name == "OptunaSearch":
+        from .optuna_search import OptunaSearch
+
+        return OptunaSearch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
