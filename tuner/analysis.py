@@ -225,6 +225,12 @@ class ExperimentAnalysis:
         return self.trial_dataframes.get(trial.trial_id, pd.DataFrame()) if trial else pd.DataFrame()
 
     @property
+    def exploits(self) -> list[dict[str, Any]]:
+        """PBT lineage, oldest first: trial_id took donor_trial_id's checkpoint at iteration,
+        going from old_config to new_config."""
+        return self._store.exploits(self._experiment_id)
+
+    @property
     def errors(self) -> dict[str, str]:
         """trial_id -> stored traceback of trials that ended in ERROR."""
         return {t.trial_id: t.error or "" for t in self.trials if t.status == "ERROR"}

@@ -116,6 +116,8 @@ class Controller:
         self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
         self._to_checkpoint: set[str] = set()  # trials a scheduler asked to checkpoint
         self._to_exploit: dict[str, tuple[Trial, dict[str, Any]]] = {}  # trial_id -> (donor, config)
+        self._saving: set[str] = set()  # trials with a requested checkpoint not yet on disk
+        self._parked: dict[str, Trial] = {}  # trials waiting for their donor's checkpoint
         self._searcher_takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
         self._state_saved_at = 0.0
 
@@ -139,11 +141,18 @@ class Controller:
     def checkpoint_trial(self, trial: Trial) -> None:
         """Checkpoint ``trial`` after its current result, so it can be a PBT donor."""
         self._to_checkpoint.add(trial.trial_id)
+        self._saving.add(trial.trial_id)
 
     def exploit_trial(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
-        """After its current result, restore ``trial`` from ``donor``'s checkpoint with ``new_config``."""
-        if not donor.checkpoint_path:
-            raise ValueError(f"exploit_trial: donor {donor.trial_name} has no checkpoint; only trials with one can be donors")
+        """After its current result, restore ``trial`` from ``donor``'s checkpoint with ``new_config``.
+
+        A checkpoint the donor was just asked for is waited for (the trial holds its actor
+        meanwhile); otherwise the donor's latest checkpoint is used.
+        """
+        if not donor.checkpoint_path and donor.trial_id not in self._saving:
+            raise ValueError(
+                f"exploit_trial: donor {donor.trial_name} has no checkpoint; only trials with one can be donors"
+            )
         self._to_exploit[trial.trial_id] = (donor, dict(new_config))
 
     # -- the loop ------------------------------------------------------------------------------
@@ -354,6 +363,16 @@ class Controller:
                 return
             if not self._on_step_result(trial, result):
                 return
+        self._continue_trial(trial)
+
+    def _continue_trial(self, trial: Trial) -> None:
+        """Submit the trial's next iterations, after any exploit or checkpoint asked for it."""
+        pending = self._to_exploit.get(trial.trial_id)
+        if pending is not None and pending[0].trial_id in self._saving:
+            self._parked[trial.trial_id] = trial  # resumed by the donor's save (see _unpark)
+            return
+        if pending is not None and not pending[0].checkpoint_path:
+            del self._to_exploit[trial.trial_id]  # the donor ended before its checkpoint landed
         slot = self._slots[trial.trial_id]
         if trial.trial_id in self._to_exploit:
             donor_checkpoint = self._record_exploit(trial)
@@ -483,6 +502,8 @@ class Controller:
             return
         self._set_checkpoint(trial, value)
         if then == "checkpoint":
+            self._saving.discard(trial.trial_id)
+            self._unpark(trial)
             return
         self._set_status(trial, PAUSED if then == "pause" else TERMINATED)
         self._release_slot(trial)
@@ -526,6 +547,21 @@ class Controller:
         for ref, (other, _) in list(self._inflight.items()):
             if other is trial:
                 del self._inflight[ref]
+        self._to_checkpoint.discard(trial.trial_id)
+        self._to_exploit.pop(trial.trial_id, None)
+        self._parked.pop(trial.trial_id, None)
+        if trial.trial_id in self._saving:  # it will not be a donor after all
+            self._saving.discard(trial.trial_id)
+            self._unpark(trial)
+
+    def _unpark(self, donor: Trial) -> None:
+        """Let trials that waited for ``donor``'s checkpoint go on (with it, or without if none)."""
+        for trial_id, trial in list(self._parked.items()):
+            pending = self._to_exploit.get(trial_id)
+            if pending is None or pending[0] is donor:
+                del self._parked[trial_id]
+                if trial.status == RUNNING and trial_id in self._slots:
+                    self._continue_trial(trial)
 
     # -- slots -------------------------------------------------------------------------------------
     def _release_slot(self, trial: Trial) -> None:
