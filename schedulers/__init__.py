@@ -1,5 +1,9 @@
 """Trial schedulers: decide which trials continue, pause or stop. Pure Python, no Ray import."""
 
+from schedulers.asha import ASHAScheduler, AsyncHyperBandScheduler
+from schedulers.hyperband import HyperBandScheduler
+from schedulers.median_stopping import MedianStoppingRule
+from schedulers.pbt import PopulationBasedTraining
 from schedulers.trial_scheduler import (
     ERROR,
     PAUSED,
@@ -18,8 +22,13 @@ __all__ = [
     "PENDING",
     "RUNNING",
     "TERMINATED",
+    "ASHAScheduler",
+    "AsyncHyperBandScheduler",
     "ControllerLike",
     "FIFOScheduler",
+    "HyperBandScheduler",
+    "MedianStoppingRule",
+    "PopulationBasedTraining",
     "TrialLike",
     "TrialScheduler",
 ]

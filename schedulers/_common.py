@@ -115,6 +115,12 @@ class MetricScheduler(TrialScheduler):
     def time_attr(self) -> str:
         return self._time_attr
 
+    def stop_means_complete(self, trial: Any, result: Mapping[str, Any]) -> bool:
+        """A STOP at or past ``max_t`` (for schedulers that have one) ends the trial's full budget."""
+        max_t = getattr(self, "_max_t", None)
+        value = result.get(self._time_attr)
+        return max_t is not None and isinstance(value, (int, float)) and value >= max_t
+
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         check_mode(type(self).__name__, mode)
         return super().set_search_properties(metric, mode, **spec)

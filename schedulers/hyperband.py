@@ -314,7 +314,9 @@ class HyperBandScheduler(MetricScheduler):
             return
         bracket.live.pop(trial.trial_id)
         bracket.to_unpause.pop(trial.trial_id, None)
-        if not self._processing and not bracket.finished() and bracket.live:
+        if not self._processing and bracket.live:
+            # Those waiting PAUSED may have waited only for this one (Ray Tune skips this once a
+            # bracket was halved, which can strand them until the sweep ends).
             self._process_bracket(controller, bracket, current=None)
 
     def on_trial_complete(

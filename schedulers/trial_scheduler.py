@@ -48,9 +48,13 @@ class ControllerLike(Protocol):
     - ``on_trial_complete`` when the trial ends by itself (its trainable returned, or a stop
       condition of the experiment was met), with its last result.
     - ``on_trial_error`` when it failed for good.
-    - ``choose_trial_to_run`` whenever a slot is free; when it returns None the controller adds a
-      new trial from the searcher (if any is left). When nothing is running, nothing is chosen and
-      no new trial comes, the sweep ends and trials still PAUSED or PENDING become TERMINATED.
+    - ``choose_trial_to_run`` whenever a slot may be free; when it returns None the controller
+      adds a new trial from the searcher (if any is left). The trial returned may not start (its
+      resources may not fit yet); it is asked for again later, so a choice with side effects
+      (ASHA's promotions) must be remembered, not repeated. When nothing is running, nothing is
+      chosen and no new trial comes, the sweep ends: trials still PAUSED get
+      ``on_trial_complete`` with their last result and, like those still PENDING, become
+      TERMINATED.
 
     The three methods below ``get_trials`` are what schedulers that act on *other* trials need
     (HyperBand stops the losers of a rung that wait PAUSED; PBT copies checkpoints). A
@@ -65,8 +69,9 @@ class ControllerLike(Protocol):
         """End ``trial`` (PENDING, PAUSED or RUNNING) as TERMINATED; it is never started again.
 
         Not for the trial whose result is being decided: answer STOP for that one. The
-        controller calls ``scheduler.on_trial_remove(trial)``, possibly before this returns, so
-        a scheduler must tolerate that re-entrant call.
+        controller may call ``scheduler.on_trial_remove(trial)`` (Ray Tune's does), possibly
+        before this returns: a scheduler must tolerate that re-entrant call, and must not rely
+        on it either (forget the trial itself before calling this).
         """
         ...
 
@@ -74,21 +79,24 @@ class ControllerLike(Protocol):
         """Make ``trial`` continue from ``donor``'s latest checkpoint, with ``new_config``.
 
         PBT's exploit step. ``trial`` is the trial whose result is being decided, or a PAUSED
-        trial. The controller restores ``donor``'s latest checkpoint (one asked for with
+        trial (or one being paused: answered PAUSE, its save still in flight). The controller
+        restores ``donor``'s latest checkpoint (one asked for with
         ``checkpoint_trial`` in the same hook included) into ``trial``, then applies
         ``new_config`` on top (``trial.config`` becomes ``new_config``; a value in it wins over
         the one saved in the checkpoint), and records the exploit in the store. For the trial
         being decided this happens after the decision: with CONTINUE it goes on from the
-        donor's state at once; with PAUSE its own state is NOT saved, it resumes later from the
-        donor's checkpoint. A PAUSED trial resumes from the donor's checkpoint when chosen.
+        donor's state at once; with PAUSE it resumes later from the donor's checkpoint (a pause
+        save of its own state, if the controller makes one, is not used). A PAUSED trial resumes
+        from the donor's checkpoint when chosen.
         """
         ...
 
     def checkpoint_trial(self, trial: Any) -> None:
         """Checkpoint ``trial`` as of its latest result so that it can be an exploit donor.
 
-        ``trial`` is the trial whose result is being decided (saved after this result, before
-        it runs on), or a PAUSED trial (its pause checkpoint already serves). From the moment
+        ``trial`` is the trial whose result is being decided: it is saved after this result,
+        before it runs on; when the decision is PAUSE, the pause checkpoint is this one.
+        Schedulers do not ask it of PAUSED trials: their pause checkpoint serves. From the moment
         this returns, ``exploit_trial(other, trial, ...)`` must be able to use that checkpoint
         (a controller that saves asynchronously waits for, or queues behind, the save).
         """
@@ -196,6 +204,14 @@ class TrialScheduler:
                 if trial.status == status:
                     return trial
         return None
+
+    def stop_means_complete(self, trial: TrialLike, result: Mapping[str, Any]) -> bool:
+        """Whether a STOP answered for ``result`` ends the trial at its full budget.
+
+        The controller tells searchers such a trial completed; any other STOP is a pruning
+        (Optuna records it as PRUNED). Schedulers with a budget (``max_t``) override this.
+        """
+        return False
 
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

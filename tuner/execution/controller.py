@@ -260,13 +260,18 @@ class Controller:
     def _start_trial(self, trial: Trial) -> bool:
         if not self._can_start_more():
             return False
+        pending = self._to_exploit.get(trial.trial_id)
+        if pending is not None and pending[0].trial_id in self._saving:
+            return False  # started once its donor's checkpoint is on disk
         slot = self._take_slot(trial.placement_group_factory)
         if slot is None:
             return False
         self._slots[trial.trial_id] = slot
         self._set_status(trial, RUNNING)
         reapply_config = False
-        if trial.trial_id in self._to_exploit:  # exploited while paused: start from the donor
+        if pending is not None and not pending[0].checkpoint_path:
+            del self._to_exploit[trial.trial_id]  # the donor ended before its checkpoint landed
+        elif pending is not None:  # exploited while paused: start from the donor's checkpoint
             self._record_exploit(trial)
             reapply_config = True
         ref = slot.actor.run.remote(
@@ -443,7 +448,7 @@ class Controller:
         if decision == TrialScheduler.CONTINUE:
             return True
         if decision == TrialScheduler.STOP:
-            self._searcher_complete(trial, pruned=True)
+            self._searcher_complete(trial, pruned=not self._scheduler.stop_means_complete(trial, flat))
             self._scheduler.on_trial_remove(self, trial)
             self._end_trial(trial, TERMINATED)
         elif decision == TrialScheduler.PAUSE:
@@ -501,9 +506,11 @@ class Controller:
         if then == "exploit":
             return
         self._set_checkpoint(trial, value)
-        if then == "checkpoint":
+        if trial.trial_id in self._saving:  # a pause save is also the checkpoint a scheduler asked for
             self._saving.discard(trial.trial_id)
+            self._to_checkpoint.discard(trial.trial_id)
             self._unpark(trial)
+        if then == "checkpoint":
             return
         self._set_status(trial, PAUSED if then == "pause" else TERMINATED)
         self._release_slot(trial)

@@ -1,0 +1,161 @@
+"""Bad scheduler arguments and bad results: one clear ValueError that names the culprit."""
+
+from __future__ import annotations
+
+import pytest
+
+from schedulers import (
+    ASHAScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+    PopulationBasedTraining,
+)
+
+MUTATIONS = {"lr": [0.1, 0.2]}
+
+
+def raises_one(fn, *names: str) -> str:
+    """``fn()`` raises a ValueError, not chained to another error, naming every one of ``names``."""
+    with pytest.raises(ValueError) as info:
+        fn()
+    exc = info.value
+    assert exc.__cause__ is None and exc.__context__ is None, "one error, not a chain"
+    message = str(exc)
+    assert "\n" not in message
+    for name in names:
+        assert name in message, f"{name!r} not in {message!r}"
+    return message
+
+
+@pytest.mark.parametrize(
+    "make,field",
+    [
+        (lambda: ASHAScheduler(reduction_factor=1), "reduction_factor"),
+        (lambda: ASHAScheduler(reduction_factor=0.5), "reduction_factor"),
+        (lambda: ASHAScheduler(reduction_factor="3"), "reduction_factor"),
+        (lambda: ASHAScheduler(max_t=10, grace_period=20), "grace_period"),
+        (lambda: ASHAScheduler(grace_period=0), "grace_period"),
+        (lambda: ASHAScheduler(max_t=0), "max_t"),
+        (lambda: ASHAScheduler(brackets=0), "brackets"),
+        (lambda: ASHAScheduler(brackets=1.5), "brackets"),
+        (lambda: ASHAScheduler(stop_last_trials="yes"), "stop_last_trials"),
+        (lambda: ASHAScheduler(mode="maximize"), "mode"),
+        (lambda: ASHAScheduler(time_attr=""), "time_attr"),
+        (lambda: ASHAScheduler(promotion=1), "promotion"),
+        (lambda: ASHAScheduler(seed="x"), "seed"),
+        (lambda: HyperBandScheduler(reduction_factor=1), "reduction_factor"),
+        (lambda: HyperBandScheduler(max_t=-1), "max_t"),
+        (lambda: HyperBandScheduler(mode="best"), "mode"),
+        (lambda: HyperBandScheduler(stop_last_trials=None), "stop_last_trials"),
+        (lambda: MedianStoppingRule(grace_period=-1), "grace_period"),
+        (lambda: MedianStoppingRule(min_samples_required=0), "min_samples_required"),
+        (lambda: MedianStoppingRule(min_samples_required=2.5), "min_samples_required"),
+        (lambda: MedianStoppingRule(min_time_slice=-1), "min_time_slice"),
+        (lambda: MedianStoppingRule(hard_stop="no"), "hard_stop"),
+        (lambda: MedianStoppingRule(mode="MIN"), "mode"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, perturbation_interval=0), "perturbation_interval"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, burn_in_period=-1), "burn_in_period"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, quantile_fraction=0.6), "quantile_fraction"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, resample_probability=1.5), "resample_probability"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, perturbation_factors=()), "perturbation_factors"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, perturbation_factors=(1.2, -1)), "perturbation_factors"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations={"lr": 5}), "hyperparam_mutations['lr']"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations={"opt": {"lr": []}}), "hyperparam_mutations['opt']['lr']"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=[("lr", [1])]), "hyperparam_mutations"),
+        (lambda: PopulationBasedTraining(), "hyperparam_mutations or custom_explore_fn"),
+        (lambda: PopulationBasedTraining(custom_explore_fn="f"), "custom_explore_fn"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, mode="up"), "mode"),
+        (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, synch="yes"), "synch"),
+    ],
+)
+def test_bad_argument(make, field):
+    message = raises_one(make, field)
+    assert message.split(":")[0] in {"ASHAScheduler", "HyperBandScheduler", "MedianStoppingRule", "PopulationBasedTraining"}
+
+
+def test_message_reads_well():
+    assert raises_one(lambda: ASHAScheduler(reduction_factor=1)) == "ASHAScheduler: reduction_factor must be > 1, got 1"
+    assert raises_one(lambda: ASHAScheduler(max_t=10, grace_period=20)) == (
+        "ASHAScheduler: grace_period must be <= max_t (10), got 20"
+    )
+    assert raises_one(lambda: HyperBandScheduler(mode="best")) == "HyperBandScheduler: mode must be 'min' or 'max', got 'best'"
+
+
+def test_good_edge_values_are_accepted():
+    ASHAScheduler(max_t=5, grace_period=5, reduction_factor=1.5)
+    MedianStoppingRule(grace_period=0, min_time_slice=float("inf"))
+    PopulationBasedTraining(hyperparam_mutations=MUTATIONS, quantile_fraction=0.5, resample_probability=0)
+    PopulationBasedTraining(custom_explore_fn=lambda c: c)
+
+
+class Trial:
+    def __init__(self, trial_id="t0", config=None):
+        self.trial_id, self.config = trial_id, config if config is not None else {"lr": 0.1}
+        self.status, self.last_result, self.checkpoint_path = "RUNNING", None, None
+
+
+class Controller:
+    def __init__(self, *trials):
+        self.trials = list(trials)
+
+    def get_trials(self):
+        return list(self.trials)
+
+    def stop_trial(self, trial):
+        pass
+
+    def checkpoint_trial(self, trial):
+        trial.checkpoint_path = "x"
+
+    def exploit_trial(self, trial, donor, new_config):
+        pass
+
+
+ALL = {
+    "asha": lambda **kw: ASHAScheduler(**kw),
+    "asha_promotion": lambda **kw: ASHAScheduler(promotion=True, **kw),
+    "hyperband": lambda **kw: HyperBandScheduler(**kw),
+    "median": lambda **kw: MedianStoppingRule(time_attr="training_iteration", grace_period=0, **kw),
+    "pbt": lambda **kw: PopulationBasedTraining(time_attr="training_iteration", hyperparam_mutations=MUTATIONS, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_metric_missing_from_a_result(name):
+    s = ALL[name](metric="loss", mode="min")
+    trial = Trial()
+    c = Controller(trial)
+    s.on_trial_add(c, trial)
+    raises_one(lambda: s.on_trial_result(c, trial, {"training_iteration": 1, "accuracy": 0.5}), "'loss'", "accuracy")
+    raises_one(lambda: s.on_trial_result(c, trial, {"loss": 0.5}), "time_attr 'training_iteration'")
+    raises_one(lambda: s.on_trial_result(c, trial, {"training_iteration": 1, "loss": "nan?"}), "'loss'", "number")
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_metric_or_mode_never_set(name):
+    trial = Trial()
+    raises_one(lambda: ALL[name]().on_trial_add(Controller(trial), trial), "metric is not set")
+    raises_one(lambda: ALL[name](metric="loss").on_trial_add(Controller(trial), trial), "mode is not set")
+    s = ALL[name]()
+    assert s.set_search_properties("loss", "min")
+    s.on_trial_add(Controller(trial), trial)  # set by tune.run: fine
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_search_properties(name):
+    s = ALL[name](metric="loss", mode="min")
+    assert s.set_search_properties("loss", "min")
+    assert not s.set_search_properties("accuracy", "max")  # a conflict the caller reports
+    raises_one(lambda: ALL[name]().set_search_properties("loss", "minimize"), "mode")
+
+
+def test_pbt_mutation_of_a_key_absent_from_the_config():
+    s = PopulationBasedTraining(metric="r", mode="max", hyperparam_mutations={"lr": [0.1], "batch_size": [32, 64]})
+    raises_one(lambda: s.set_search_properties(None, None, config={"lr": 0.1}), "hyperparam_mutations", "'batch_size'")
+    trial = Trial(config={"lr": 0.1, "momentum": 0.9})
+    raises_one(lambda: s.on_trial_add(Controller(trial), trial), "'batch_size'", "momentum")
+    nested = PopulationBasedTraining(metric="r", mode="max", hyperparam_mutations={"opt": {"lr": [0.1]}})
+    raises_one(lambda: nested.set_search_properties(None, None, config={"opt": {"eps": 1}}), "'opt/lr'")
+    raises_one(lambda: nested.set_search_properties(None, None, config={"opt": 3}), "'opt'")
+    assert s.set_search_properties(None, None, config={"lr": 0.1, "batch_size": 32, "other": 1})
+    s.on_trial_add(Controller(), Trial(config={"lr": 0.1, "batch_size": 32}))
