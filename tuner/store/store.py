@@ -19,7 +19,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ _RESULTS = 3
 _STATE = 4
 _EXP_STATUS = 5
 _EXPLOIT = 6
+_GROUP = 7  # (_GROUP, [ops]): written in one transaction
 
 _TRIAL_FIELDS = frozenset(
     {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob"}
@@ -123,6 +124,8 @@ class Store:
         self._errors: list[BaseException] = []
         self._errors_lock = threading.Lock()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._grouping: list[tuple] | None = None  # ops collected by batch(), on its thread
+        self._grouping_thread = 0
 
         self._engine, memory = self._make_engine(self._url)
         # One sqlite in-memory database is one connection shared by all threads: serialize its use.
@@ -311,6 +314,32 @@ class Store:
             self._engine.dispose()
         self._raise_errors()
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes made inside the block into one transaction.
+
+        Either all of them are committed or none (a crash in between cannot split them):
+        a trial and the searcher state that produced it, say. Writes still go through the
+        writer thread; nothing waits here.
+        """
+        if self._grouping is not None:  # nested: the outer block decides
+            yield
+            return
+        self._grouping = []
+        self._grouping_thread = threading.get_ident()
+        try:
+            yield
+        finally:
+            ops, self._grouping = self._grouping, None
+            if ops:
+                self._queue.put((_GROUP, ops))
+
+    def _put(self, op: tuple) -> None:
+        if self._grouping is not None and threading.get_ident() == self._grouping_thread:
+            self._grouping.append(op)
+        else:
+            self._queue.put(op)
+
     def flush(self, timeout: float | None = None) -> None:
         """Block until everything queued before this call is committed.
 
@@ -366,7 +395,7 @@ class Store:
         """Queue a new trial (re-adding an existing trial_id updates its config and status)."""
         if self._closed:
             self._check_open()
-        self._queue.put(
+        self._put(
             (_ADD_TRIAL, experiment_id, trial_id, trial_index, config, status, config_blob, time.time())
         )
 
@@ -380,20 +409,20 @@ class Store:
         if not _TRIAL_FIELDS.issuperset(fields):
             bad = sorted(set(fields) - _TRIAL_FIELDS)
             raise TypeError(f"update_trial: unknown field(s) {bad}; allowed: {sorted(_TRIAL_FIELDS)}")
-        self._queue.put((_UPDATE_TRIAL, trial_id, fields, time.time()))
+        self._put((_UPDATE_TRIAL, trial_id, fields, time.time()))
 
     def add_results(self, experiment_id: int, rows: Sequence[tuple[str, int, Mapping]]) -> None:
         """Queue result rows ``(trial_id, iteration, result_dict)``. A (trial_id, iteration) already
         stored is ignored, so replaying results is harmless."""
         if self._closed:
             self._check_open()
-        self._queue.put((_RESULTS, experiment_id, rows, time.time()))
+        self._put((_RESULTS, experiment_id, rows, time.time()))
 
     def add_result(self, experiment_id: int, trial_id: str, iteration: int, result: Mapping) -> None:
         """Queue one result row (see :meth:`add_results`)."""
         if self._closed:
             self._check_open()
-        self._queue.put((_RESULTS, experiment_id, ((trial_id, iteration, result),), time.time()))
+        self._put((_RESULTS, experiment_id, ((trial_id, iteration, result),), time.time()))
 
     def save_state(self, experiment_id: int, key: str, value: bytes) -> None:
         """Queue a state blob (scheduler, searcher, ...); overwrites the previous value of ``key``."""
@@ -401,7 +430,7 @@ class Store:
             self._check_open()
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise TypeError(f"save_state: value must be bytes, not {type(value).__name__}")
-        self._queue.put((_STATE, experiment_id, key, bytes(value), time.time()))
+        self._put((_STATE, experiment_id, key, bytes(value), time.time()))
 
     def add_exploit(
         self,
@@ -415,7 +444,7 @@ class Store:
     ) -> None:
         """Queue a record of a PBT exploit: ``trial_id`` took ``donor_trial_id``'s checkpoint."""
         self._check_open()
-        self._queue.put(
+        self._put(
             (_EXPLOIT, experiment_id, trial_id, donor_trial_id, iteration, old_config, new_config,
              checkpoint_path, time.time())
         )
@@ -439,7 +468,7 @@ class Store:
         """Queue a change of an experiment's status."""
         if self._closed:
             self._check_open()
-        self._queue.put((_EXP_STATUS, experiment_id, status, time.time()))
+        self._put((_EXP_STATUS, experiment_id, status, time.time()))
 
     # ----------------------------------------------------------------------- synchronous operations
 
@@ -677,7 +706,10 @@ class Store:
         steps: list[tuple] = []
         # (experiment_id, trial_id, iteration, timestamp, data), in the order of _RESULT_COLS
         result_rows: dict[tuple[str, int], tuple] = {}
+        flat: list[tuple] = []
         for op in ops:
+            flat.extend(op[1] if op[0] == _GROUP else (op,))
+        for op in flat:
             kind = op[0]
             try:
                 if kind == _RESULTS:
@@ -873,6 +905,8 @@ def _text(v: Any) -> str:
 def _weight(item: Any) -> int:
     if type(item) is tuple and item[0] == _RESULTS:
         return len(item[2])
+    if type(item) is tuple and item[0] == _GROUP:
+        return sum(_weight(op) for op in item[1])
     return 1
 
 

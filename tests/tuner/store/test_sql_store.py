@@ -412,3 +412,16 @@ def test_bad_values_are_reported_without_losing_the_batch(store):
         store.flush()
     assert [r["ok"] for r in store.results(eid)] == [1, 2]
     assert store.trials(eid)[0]["status"] == "RUNNING"
+
+
+def test_batch_groups_writes_into_one_transaction(store):
+    """Everything written inside store.batch() is committed together, after the block."""
+    eid = store.get_or_create_experiment("grouped", spec={}, metric=None, mode=None)
+    with store.batch():
+        store.add_trial(eid, "g_1", 0, {"x": 1}, "PENDING")
+        store.save_state(eid, "searcher", b"after-trial-1")
+        store.flush()  # the block's writes are not queued yet: nothing of them is visible
+        assert store.trials(eid) == [] and store.load_state(eid, "searcher") is None
+    store.flush()
+    assert [t["trial_id"] for t in store.trials(eid)] == ["g_1"]
+    assert store.load_state(eid, "searcher") == b"after-trial-1"
