@@ -14,6 +14,7 @@ from tuner.errors import TuneError
 from tuner.execution.controller import Controller
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
+from tuner.execution.resume import load_sweep, validate_resume
 from tuner.ray_session import ensure_ray
 from tuner.registry import get_trainable
 from tuner.search.basic_variant import BasicVariantGenerator
@@ -124,11 +125,16 @@ def run(
     seed: int | None = None,
     verbose: int = 1,
     raise_on_failed_trial: bool = True,
+    resume: bool | str = False,
 ) -> ExperimentAnalysis:
     """Run a sweep of ``run_or_experiment`` over ``config`` and return its analysis.
 
     Trials run concurrently as Ray actors, one placement group each; every result is stored in
     SQL (a SQLite file in ``storage_path/name`` unless ``database_url`` names another database).
+    ``resume=True`` continues the stored sweep of that name (finished trials are kept, interrupted
+    ones restart from their last checkpoint, the searcher and scheduler go on from their stored
+    state); ``"ERRORED_ONLY"`` also retries the trials that failed; ``"AUTO"`` resumes if the sweep
+    exists and starts it otherwise.
 
     Example:
         >>> from tuner import tune
@@ -148,6 +154,7 @@ def run(
         max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
         checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end, name=name, seed=seed,
     )
+    resume = validate_resume(resume)
     stopper = to_stopper(stop)
     resources_for = _resources_for(trainable_cls, resources_per_trial)
     reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
@@ -174,13 +181,18 @@ def run(
     name = name or f"{trainable_cls.__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
     url = database_url or default_database_url(run_dir)
+    if resume in (True, "ERRORED_ONLY") and database_url is None and not (run_dir / "tuner.db").exists():
+        raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
     store = Store(url)
     try:
-        if store.get_experiment(name) is not None:
+        existing = store.get_experiment(name)
+        if existing is not None and not resume:
             raise ValueError(
                 f"name: a sweep named {name!r} already exists in {store.url_for_display}; "
-                f"pick another name"
+                f"pass resume=True to continue it, or pick another name"
             )
+        if existing is None and resume in (True, "ERRORED_ONLY"):
+            raise ValueError(f"resume: there is no sweep named {name!r} in {store.url_for_display} to resume")
         ensure_ray()
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = {
@@ -223,6 +235,14 @@ def run(
             time_budget_s=time_budget_s,
             reporter=reporter,
         )
+        if existing is not None:
+            controller.adopt(
+                load_sweep(
+                    store, experiment_id, experiment_name=name, trainable_name=trainable_cls.__name__,
+                    run_dir=str(run_dir), resources_for=resources_for, retry_errored=resume == "ERRORED_ONLY",
+                )
+            )
+        store.set_experiment_status(experiment_id, "RUNNING")
         trials = controller.run()
     finally:
         store.close()

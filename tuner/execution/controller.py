@@ -23,6 +23,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
+from tuner.execution.resume import StoredSweep
 from tuner.execution.trial import Trial
 from tuner.execution.trial_actor import TrialActor
 from tuner.search.searcher import Searcher
@@ -120,6 +121,9 @@ class Controller:
         self._parked: dict[str, Trial] = {}  # trials waiting for their donor's checkpoint
         self._searcher_takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
         self._state_saved_at = 0.0
+        self._seen: dict[str, int] = {}  # trial_id -> last iteration the decisions were made on
+        self._told_ended: set[str] = set()  # trials whose end the searcher has been told
+        self._unpicklable: set[str] = set()
 
     # -- what schedulers and searchers may ask ------------------------------------------------
     def get_trials(self) -> list[Trial]:
@@ -154,6 +158,41 @@ class Controller:
                 f"exploit_trial: donor {donor.trial_name} has no checkpoint; only trials with one can be donors"
             )
         self._to_exploit[trial.trial_id] = (donor, dict(new_config))
+
+    def adopt(self, sweep: "StoredSweep") -> None:
+        """Continue a stored sweep (before ``run``): its trials, and replay what the stored
+        scheduler and searcher state had not seen yet."""
+        self._trials = list(sweep.trials)
+        self._by_id = {t.trial_id: t for t in self._trials}
+        self._seen = dict(sweep.seen)
+        self._told_ended = set(sweep.told_ended)
+        if sweep.scheduler_state is not None:
+            self._scheduler.load_state_dict(sweep.scheduler_state)
+        else:
+            for trial in self._trials:
+                self._scheduler.on_trial_add(self, trial)
+        if sweep.searcher_state is not None:
+            self._searcher.load_state_dict(sweep.searcher_state)
+        for trial, result in sweep.replay:
+            flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
+            trial.last_flat_result = flat
+            # Decisions on these results were acted on before the snapshot was taken, or are
+            # taken again when the interrupted trial gets there: only the data matters here.
+            self._searcher.on_trial_result(trial.trial_id, flat)
+            self._scheduler.on_trial_result(self, trial, flat)
+            self._seen[trial.trial_id] = int(result["training_iteration"])
+        self._to_checkpoint.clear()  # asked of trials that are not running: nothing to wait for
+        self._saving.clear()
+        for trial in self._trials:
+            if trial.last_result and trial.last_flat_result is None:
+                trial.last_flat_result = trial.last_result
+            if trial.status in (TERMINATED, ERROR) and trial.trial_id not in self._told_ended:
+                if trial.status == ERROR:
+                    self._scheduler.on_trial_error(self, trial)
+                else:
+                    self._scheduler.on_trial_complete(self, trial, trial.last_flat_result)
+                self._searcher_complete(trial, error=trial.status == ERROR)
+        self._metric_checked = self._metric_checked or any(t.last_result for t in self._trials)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> list[Trial]:
@@ -253,8 +292,10 @@ class Controller:
         check_feasible(pgf, self._nodes, f"resources of trial {trial.trial_name}")
         self._trials.append(trial)
         self._by_id[trial_id] = trial
-        self._store.add_trial(self._experiment_id, trial_id, trial.index, config, PENDING, config_blob=_blob(config))
         self._scheduler.on_trial_add(self, trial)
+        with self._store.batch():  # the trial and the searcher state that made it land together
+            self._store.add_trial(self._experiment_id, trial_id, trial.index, config, PENDING, config_blob=_blob(config))
+            self._save_state(force=True)
         return True
 
     def _start_trial(self, trial: Trial) -> bool:
@@ -408,14 +449,17 @@ class Controller:
         if not force and now - self._state_saved_at < _STATE_SAVE_INTERVAL_S:
             return
         self._state_saved_at = now
+        blobs = {"controller": ray.cloudpickle.dumps({"seen": self._seen, "told_ended": sorted(self._told_ended)})}
         for key, owner in (("scheduler", self._scheduler), ("searcher", self._searcher)):
             try:
-                blob = ray.cloudpickle.dumps(owner.state_dict())
+                blobs[key] = ray.cloudpickle.dumps(owner.state_dict())
             except Exception as exc:  # noqa: BLE001 - a user's state we cannot pickle: say so once
-                if force:
-                    logger.warning("cannot store the %s's state: %s", key, exc)
-                continue
-            self._store.save_state(self._experiment_id, key, blob)
+                if key not in self._unpicklable:
+                    self._unpicklable.add(key)
+                    logger.warning("cannot store the %s's state (a resume will start it afresh): %s", key, exc)
+        with self._store.batch():  # one snapshot: scheduler, searcher and what they had seen
+            for key, blob in blobs.items():
+                self._store.save_state(self._experiment_id, key, blob)
 
     def _flush_results(self) -> None:
         if self._pending_rows:
@@ -435,7 +479,11 @@ class Controller:
         self._check_metric(flat)
         trial.last_result = result
         trial.last_flat_result = flat
-        self._pending_rows.append((trial.trial_id, int(result["training_iteration"]), result))
+        iteration = int(result["training_iteration"])
+        self._pending_rows.append((trial.trial_id, iteration, result))
+        if iteration <= self._seen.get(trial.trial_id, 0):
+            return True  # re-run after a restore from an older checkpoint: decided on already
+        self._seen[trial.trial_id] = iteration
         self._reporter.on_result(trial, result)
         self._searcher.on_trial_result(trial.trial_id, flat)
         if result.get("done") or self._stopper(trial.trial_id, flat):
@@ -478,6 +526,7 @@ class Controller:
 
     def _searcher_complete(self, trial: Trial, *, pruned: bool = False, error: bool = False) -> None:
         """Tell the searcher a trial ended; ``pruned`` (a scheduler stopped it) if it can take that."""
+        self._told_ended.add(trial.trial_id)
         if pruned and self._searcher_takes_pruned:
             self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=error, pruned=True)
         else:

@@ -1,0 +1,107 @@
+"""Reading a stored sweep back so that a new driver process can continue it.
+
+The controller writes one snapshot (scheduler state, searcher state, and ``seen``: the last
+iteration of each trial that its decisions were made on) in one transaction, at every trial
+it adds and every couple of seconds. Status changes are queued before the result rows and the
+snapshot that follow them, so whatever a committed snapshot saw was acted on durably. On
+resume, stored results past ``seen`` are replayed into the scheduler and searcher; trials that
+were running start again from their last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any, Callable
+
+from schedulers.trial_scheduler import ERROR, PENDING, RUNNING
+from tuner.execution.resources import PlacementGroupFactory
+from tuner.execution.trial import Trial
+from tuner.store import Store
+
+RESUME_MODES = (True, False, "AUTO", "ERRORED_ONLY")
+
+
+@dataclasses.dataclass
+class StoredSweep:
+    """What a resumed controller starts from."""
+
+    trials: list[Trial]
+    scheduler_state: dict[str, Any] | None
+    searcher_state: dict[str, Any] | None
+    seen: dict[str, int]
+    told_ended: set[str]
+    #: (trial, result) stored after the snapshot, in the order they were reported.
+    replay: list[tuple[Trial, dict[str, Any]]]
+
+
+def validate_resume(resume: Any) -> Any:
+    if resume not in RESUME_MODES or isinstance(resume, int) and not isinstance(resume, bool):
+        raise ValueError(f"resume must be one of {list(RESUME_MODES)}, got {resume!r}")
+    return resume
+
+
+def _state(store: Store, experiment_id: int, key: str) -> Any:
+    blob = store.load_state(experiment_id, key)
+    return pickle.loads(blob) if blob is not None else None
+
+
+def load_sweep(
+    store: Store,
+    experiment_id: int,
+    *,
+    experiment_name: str,
+    trainable_name: str,
+    run_dir: str,
+    resources_for: Callable[[dict[str, Any]], PlacementGroupFactory],
+    retry_errored: bool,
+) -> StoredSweep:
+    """The stored trials (interrupted ones set back to PENDING) and the last snapshot."""
+    meta = _state(store, experiment_id, "controller") or {}
+    seen: dict[str, int] = dict(meta.get("seen", {}))
+    trials: list[Trial] = []
+    for row in store.trials(experiment_id):
+        config = pickle.loads(row["config_blob"]) if row.get("config_blob") else row["config"]
+        status = row["status"]
+        if status == RUNNING:
+            status = PENDING  # interrupted: it starts again from its last checkpoint
+        num_failures = int(row.get("num_failures") or 0)
+        if status == ERROR and retry_errored:
+            status, num_failures = PENDING, 0
+        trial = Trial(
+            trial_id=row["trial_id"],
+            index=int(row["trial_index"]),
+            config=config,
+            experiment_name=experiment_name,
+            trainable_name=trainable_name,
+            run_dir=run_dir,
+            placement_group_factory=resources_for(config),
+            status=status,
+            last_result=row.get("last_result") or None,
+            num_failures=num_failures,
+            error=row.get("error"),
+            checkpoint_path=row.get("checkpoint_path"),
+        )
+        trials.append(trial)
+    by_id = {t.trial_id: t for t in trials}
+    replay = []
+    for result in store.results(experiment_id):
+        trial = by_id.get(result.get("trial_id"))
+        if trial is None:
+            continue
+        if trial.last_result is None or result["training_iteration"] >= trial.iteration:
+            trial.last_result = result  # the latest stored result is the trial's last one
+        if result["training_iteration"] > seen.get(trial.trial_id, 0):
+            replay.append((trial, result))
+    replay.sort(key=lambda item: item[1].get("timestamp", 0.0))
+    return StoredSweep(
+        trials=trials,
+        scheduler_state=_state(store, experiment_id, "scheduler"),
+        searcher_state=_state(store, experiment_id, "searcher"),
+        seen=seen,
+        told_ended=set(meta.get("told_ended", ())),
+        replay=replay,
+    )
+
+
+__all__ = ["RESUME_MODES", "StoredSweep", "load_sweep", "validate_resume"]
