@@ -15,6 +15,7 @@ from tuner.execution.controller import Controller
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
 from tuner.execution.resume import load_sweep, validate_resume
+from tuner.execution.sweep_lock import SweepLock
 from tuner.ray_session import ensure_ray
 from tuner.registry import get_trainable
 from tuner.search.basic_variant import BasicVariantGenerator
@@ -184,6 +185,7 @@ def run(
     if resume in (True, "ERRORED_ONLY") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
     store = Store(url)
+    lock: SweepLock | None = None
     try:
         existing = store.get_experiment(name)
         if existing is not None and not resume:
@@ -194,7 +196,7 @@ def run(
         if existing is None and resume in (True, "ERRORED_ONLY"):
             raise ValueError(f"resume: there is no sweep named {name!r} in {store.url_for_display} to resume")
         ensure_ray()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = SweepLock(run_dir, name).acquire()
         spec = {
             "trainable": trainable_cls.__name__,
             "config": repr(dict(config)),
@@ -246,6 +248,8 @@ def run(
         trials = controller.run()
     finally:
         store.close()
+        if lock is not None:
+            lock.release()
 
     analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
     failed = [t for t in trials if t.status == ERROR]

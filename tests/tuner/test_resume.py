@@ -97,3 +97,72 @@ def test_resume_arguments(tmp_path):
     with pytest.raises(ValueError, match="resume must be one of"):
         tune.run(resume_sweep.train, storage_path=str(tmp_path), name="nothing", resume="yes", verbose=0)
     assert not (tmp_path / "nothing").exists()
+
+
+def _pid_writer(config):
+    """Writes its actor's pid, then counts up with a checkpoint per step (see the test below)."""
+    ckpt = tune.get_checkpoint()
+    start = 0
+    if ckpt is not None:
+        with open(os.path.join(ckpt.path, "i.json")) as f:
+            start = json.load(f)["i"] + 1
+    with open(config["pids"], "a") as f:
+        f.write(f"{os.getpid()} {start}\n")
+    for i in range(start, 12):
+        time.sleep(0.2)
+        d = os.path.join(tune.get_context().get_trial_dir(), f"tmp_{i}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "i.json"), "w") as f:
+            json.dump({"i": i}, f)
+        tune.report({"i": i}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def test_trial_actor_sigkilled_restarts_from_its_checkpoint(tmp_path):
+    import threading
+
+    pids = tmp_path / "pids.txt"
+
+    def killer():
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if pids.exists() and pids.read_text().strip():
+                time.sleep(1.0)  # a few iterations in
+                pid = int(pids.read_text().split()[0])
+                os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    analysis = tune.run(
+        _pid_writer, config={"pids": str(pids)}, max_failures=1, storage_path=str(tmp_path), name="killed", verbose=0
+    )
+    thread.join()
+    (trial,) = analysis.trials
+    assert trial.status == "TERMINATED" and trial.num_failures == 1
+    assert "died" in trial.error.lower() or "actor" in trial.error.lower()
+    starts = [line.split() for line in pids.read_text().splitlines()]
+    assert len(starts) == 2 and starts[0][0] != starts[1][0]  # a new actor process
+    assert int(starts[1][1]) > 0  # it went on from a checkpoint, not from scratch
+    assert list(analysis.trial_dataframes[trial.trial_id]["i"]) == list(range(12))
+
+
+def test_a_second_driver_on_a_running_sweep_is_refused(tmp_path):
+    storage, log = str(tmp_path), str(tmp_path / "starts.jsonl")
+    env = dict(os.environ, RAY_ADDRESS="auto")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.tuner.resume_sweep", storage, "busy", "fifo", log], cwd=ROOT, env=env
+    )
+    try:
+        db = os.path.join(storage, "busy", "tuner.db")
+        deadline = time.time() + 60
+        while time.time() < deadline and _count(db, "trials") < 1:
+            time.sleep(0.05)
+        with pytest.raises(tune.TuneError, match="already being run by another driver"):
+            resume_sweep.sweep(storage, "busy", "fifo", log, resume=True)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # Once that driver is gone, the sweep resumes at once (the OS dropped its lock).
+    analysis = resume_sweep.sweep(storage, "busy", "fifo", log, resume=True)
+    assert {t.status for t in analysis.trials} == {"TERMINATED"}

@@ -441,6 +441,7 @@ class Controller:
         self._store.update_trial(
             trial.trial_id, config=new_config, config_blob=_blob(new_config), checkpoint_path=donor.checkpoint_path
         )
+        self._make_durable()  # the exploit is on record before the trial takes the donor's state
         return donor.checkpoint_path
 
     def _save_state(self, force: bool = False) -> None:
@@ -498,7 +499,7 @@ class Controller:
         if decision == TrialScheduler.STOP:
             self._searcher_complete(trial, pruned=not self._scheduler.stop_means_complete(trial, flat))
             self._scheduler.on_trial_remove(self, trial)
-            self._end_trial(trial, TERMINATED)
+            self._end_trial(trial, TERMINATED, durable=True)
         elif decision == TrialScheduler.PAUSE:
             self._pause_trial(trial)
         else:
@@ -532,7 +533,9 @@ class Controller:
         else:
             self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=error)
 
-    def _end_trial(self, trial: Trial, status: str) -> None:
+    def _end_trial(self, trial: Trial, status: str, durable: bool = False) -> None:
+        """End a trial; with ``durable`` its status (and results so far) are committed before
+        its actor is let go, so a driver that dies right after cannot lose the decision."""
         self._drop_inflight(trial)
         want_save = (
             status == TERMINATED
@@ -545,7 +548,14 @@ class Controller:
             self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "end")
             return
         self._set_status(trial, status)
+        if durable:
+            self._make_durable()
         self._release_slot(trial)
+
+    def _make_durable(self) -> None:
+        """Commit everything queued so far (results included) before acting on a decision."""
+        self._flush_results()
+        self._store.flush()
 
     def _pause_trial(self, trial: Trial) -> None:
         self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "pause")
@@ -562,6 +572,8 @@ class Controller:
         if then == "checkpoint":
             return
         self._set_status(trial, PAUSED if then == "pause" else TERMINATED)
+        if then == "pause":
+            self._make_durable()
         self._release_slot(trial)
 
     def _set_checkpoint(self, trial: Trial, path: str) -> None:
