@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from schedulers import ASHAScheduler
+from schedulers import ASHAScheduler, PopulationBasedTraining
 from tuner import tune
 
 ITERATIONS = 8
@@ -36,6 +36,11 @@ def sweep(storage: str, name: str, scheduler: str, log: str, resume: bool = Fals
     sched = None
     if scheduler == "asha":
         sched = ASHAScheduler(time_attr="training_iteration", max_t=ITERATIONS, grace_period=2, reduction_factor=2)
+    elif scheduler == "pbt":
+        sched = PopulationBasedTraining(
+            time_attr="training_iteration", perturbation_interval=2, hyperparam_mutations={"x": tune.uniform(0, 1)},
+            quantile_fraction=0.34, seed=0,
+        )
     return tune.run(
         train,
         config={"x": tune.uniform(0, 1), "log": log},

@@ -19,21 +19,33 @@ from tuner import tune
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+KILL_POINTS = {
+    "trial-start": "SELECT COUNT(*) FROM trials",
+    "mid-results": "SELECT COUNT(*) FROM results",
+    "checkpoint": "SELECT COUNT(*) FROM trials WHERE checkpoint_path IS NOT NULL",
+    "exploit": "SELECT COUNT(*) FROM exploits",
+}
+
+
 def _count(db: str, table: str) -> int:
+    return _query(db, f"SELECT COUNT(*) FROM {table}")
+
+
+def _query(db: str, sql: str) -> int:
     if not os.path.exists(db):
         return 0
     engine = sa.create_engine(f"sqlite:///{db}")
     try:
         with engine.connect() as conn:
-            return conn.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar_one()
+            return conn.execute(sa.text(sql)).scalar_one()
     except sa.exc.OperationalError:
         return 0
     finally:
         engine.dispose()
 
 
-def _kill_when(storage, name, scheduler, log, table, at_least):
-    """Run the sweep in a driver process that joins this Ray; SIGKILL it once table has rows."""
+def _kill_when(storage, name, scheduler, log, sql, at_least):
+    """Run the sweep in a driver process that joins this Ray; SIGKILL it once ``sql`` counts enough."""
     env = dict(os.environ, RAY_ADDRESS="auto")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.tuner.resume_sweep", storage, name, scheduler, log], cwd=ROOT, env=env
@@ -42,7 +54,7 @@ def _kill_when(storage, name, scheduler, log, table, at_least):
     deadline = time.time() + 120
     try:
         while time.time() < deadline and proc.poll() is None:
-            if _count(db, table) >= at_least:
+            if _query(db, sql) >= at_least:
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the sweep ended before the kill point"
@@ -52,12 +64,20 @@ def _kill_when(storage, name, scheduler, log, table, at_least):
     return time.time()
 
 
-@pytest.mark.parametrize("scheduler", ["fifo", "asha"])
-@pytest.mark.parametrize("kill_point", [("trials", 1), ("results", 20)], ids=["trial-start", "mid-results"])
-def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, scheduler, kill_point):
+@pytest.mark.parametrize(
+    "scheduler, kill_point, at_least",
+    [
+        ("fifo", "trial-start", 1),
+        ("fifo", "mid-results", 20),
+        ("fifo", "checkpoint", 2),
+        ("asha", "trial-start", 1),
+        ("asha", "mid-results", 20),
+        ("pbt", "exploit", 1),
+    ],
+)
+def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, scheduler, kill_point, at_least):
     storage, log = str(tmp_path), str(tmp_path / "starts.jsonl")
-    table, at_least = kill_point
-    killed_at = _kill_when(storage, "swept", scheduler, log, table, at_least)
+    killed_at = _kill_when(storage, "swept", scheduler, log, KILL_POINTS[kill_point], at_least)
     before = tune.load(tmp_path / "swept")
     done_before = {t.trial_id for t in before.trials if t.status == "TERMINATED"}
     rows_before = {(r["trial_id"], r["training_iteration"]): r["score"] for r in before.results_df.to_dict("records")} \
@@ -82,8 +102,11 @@ def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, schedule
     assert not [s for s in starts if s["trial"] in done_before and s["t"] > killed_at]
     resumed = [s for s in starts if s["t"] > killed_at]
     assert resumed, "nothing ran after the kill"
-    if table == "results":  # trials interrupted mid-way went on from their checkpoints
+    if kill_point == "mid-results":  # trials interrupted mid-way went on from their checkpoints
         assert any(s["from"] > 0 for s in resumed)
+    if scheduler == "pbt":  # the lineage recorded before the kill is still there, and goes on
+        assert len(analysis.exploits) >= at_least
+        return
     # The same best config as an uninterrupted sweep with the same seed.
     clean = resume_sweep.sweep(storage, "clean", scheduler, str(tmp_path / "clean.jsonl"))
     assert analysis.best_config["x"] == clean.best_config["x"]
@@ -156,7 +179,7 @@ def test_a_second_driver_on_a_running_sweep_is_refused(tmp_path):
     try:
         db = os.path.join(storage, "busy", "tuner.db")
         deadline = time.time() + 60
-        while time.time() < deadline and _count(db, "trials") < 1:
+        while time.time() < deadline and _query(db, KILL_POINTS["trial-start"]) < 1:
             time.sleep(0.05)
         with pytest.raises(tune.TuneError, match="already being run by another driver"):
             resume_sweep.sweep(storage, "busy", "fifo", log, resume=True)
