@@ -27,3 +27,26 @@ def ray_session():
         ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=True)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL URL whose search_path is a schema of this test session only: runs that share
+    the database (and tables left by older schema versions) stay out of each other's way."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"tuner_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(POSTGRES_URL)
+    try:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
+    except sa.exc.OperationalError as exc:  # pragma: no cover - PostgreSQL runs on every machine here
+        admin.dispose()
+        pytest.skip(f"PostgreSQL is unreachable: {exc.orig}")
+    url = sa.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={name}"})
+    yield url.render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
+    admin.dispose()

@@ -13,7 +13,7 @@ import pytest
 import ray
 import sqlalchemy as sa
 
-from tests.conftest import POSTGRES_URL, ROOT
+from tests.conftest import ROOT
 from tuner import tune
 from tuner.errors import TuneError
 from tuner.store import Store
@@ -313,19 +313,15 @@ def test_same_seed_same_configs(tmp_path):
     assert len({c["a"] for c in first}) == 5
 
 
-def test_postgresql_store(tmp_path):
-    try:
-        sa.create_engine(POSTGRES_URL).connect().close()
-    except Exception as exc:  # pragma: no cover - PostgreSQL runs on every machine here
-        pytest.skip(f"PostgreSQL not reachable: {exc}")
+def test_postgresql_store(tmp_path, postgres_url):
     name = f"pg_{uuid.uuid4().hex[:8]}"
     analysis = tune.run(
         train_linear, config={"x": tune.grid_search([0.1, 0.9]), "y": 1}, metric="score", mode="max",
-        storage_path=str(tmp_path), database_url=POSTGRES_URL, name=name, verbose=0,
+        storage_path=str(tmp_path), database_url=postgres_url, name=name, verbose=0,
     )
     assert analysis.best_config["x"] == 0.9
     assert not (tmp_path / name / "tuner.db").exists()
-    again = tune.load(tmp_path / name, database_url=POSTGRES_URL)
+    again = tune.load(tmp_path / name, database_url=postgres_url)
     assert len(again.results_df) == 20 and again.best_config["x"] == 0.9
 
 
