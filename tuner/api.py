@@ -6,10 +6,11 @@ import inspect
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler, validate_mode
 from tuner.analysis import ExperimentAnalysis
+from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
 from tuner.execution.controller import Controller
 from tuner.execution.progress import ProgressReporter
@@ -127,6 +128,7 @@ def run(
     verbose: int = 1,
     raise_on_failed_trial: bool = True,
     resume: bool | str = False,
+    callbacks: Sequence[Callback] | None = None,
 ) -> ExperimentAnalysis:
     """Run a sweep of ``run_or_experiment`` over ``config`` and return its analysis.
 
@@ -156,6 +158,7 @@ def run(
         checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end, name=name, seed=seed,
     )
     resume = validate_resume(resume)
+    callback_list = CallbackList(callbacks)
     stopper = to_stopper(stop)
     resources_for = _resources_for(trainable_cls, resources_per_trial)
     reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
@@ -236,6 +239,19 @@ def run(
             checkpoint_at_end=checkpoint_at_end,
             time_budget_s=time_budget_s,
             reporter=reporter,
+            callbacks=callback_list,
+            callback_info={
+                "stop": stop,
+                "num_samples": num_samples,
+                "total_num_samples": max_trials,
+                "experiment_name": name,
+                "experiment_id": experiment_id,
+                "run_dir": str(run_dir),
+                "metric": metric,
+                "mode": mode,
+                "search_space": dict(config),
+                "resumed": existing is not None,
+            },
         )
         if existing is not None:
             controller.adopt(

@@ -8,6 +8,7 @@ imported on first use, so ``from tuner import tune`` inside every trial actor st
 from typing import Any
 
 from schedulers import FIFOScheduler, TrialScheduler
+from tuner.callback import Callback
 from tuner.errors import TuneError
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.registry import register_trainable
@@ -40,6 +41,7 @@ from tuner.trainable import Checkpoint, Trainable, get_checkpoint, get_context, 
 
 __all__ = [
     "BasicVariantGenerator",
+    "Callback",
     "Checkpoint",
     "CombinedStopper",
     "ExperimentAnalysis",

@@ -21,6 +21,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
+from tuner.callback import CallbackList
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
 from tuner.execution.resume import StoredSweep
@@ -30,6 +31,7 @@ from tuner.search.searcher import Searcher
 from tuner.search.variants import flatten_dict
 from tuner.stopper import Stopper
 from tuner.store import Store
+from tuner.trainable.checkpoint import Checkpoint
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import Trainable
 
@@ -77,6 +79,8 @@ class Controller:
         checkpoint_at_end: bool = False,
         time_budget_s: float | None = None,
         reporter: ProgressReporter | None = None,
+        callbacks: CallbackList | None = None,
+        callback_info: dict[str, Any] | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -97,6 +101,9 @@ class Controller:
         self._checkpoint_at_end = checkpoint_at_end
         self._time_budget_s = time_budget_s
         self._reporter = reporter or ProgressReporter(verbose=0)
+        self._callbacks = callbacks or CallbackList([])
+        self._callback_info = dict(callback_info or {})
+        self._iteration = 0  # loop passes, the ``iteration`` callbacks see
 
         self._trials: list[Trial] = []
         self._by_id: dict[str, Trial] = {}
@@ -199,11 +206,13 @@ class Controller:
         """Run the experiment until every trial has ended; return the trials."""
         self._start_time = time.monotonic()
         self._read_cluster_resources(force=True)
+        self._callbacks.call("setup", **self._callback_info)
         try:
             while not self._finished():
                 self._check_budgets()
                 self._fill()
                 self._wait_and_process(timeout=0.5)
+                self._iteration += 1
                 self._save_state()
                 self._reporter.maybe_report(self._trials)
             self._flush_results()
@@ -217,6 +226,7 @@ class Controller:
         finally:
             self._destroy_all_slots()
             self._store.flush()
+            self._callbacks.call("on_experiment_end", self._trials)
             self._reporter.final_report(self._trials)
         return list(self._trials)
 
@@ -309,6 +319,7 @@ class Controller:
             return False
         self._slots[trial.trial_id] = slot
         self._set_status(trial, RUNNING)
+        self._callbacks.call("on_trial_start", self._iteration, self._trials, trial)
         reapply_config = False
         if pending is not None and not pending[0].checkpoint_path:
             del self._to_exploit[trial.trial_id]  # the donor ended before its checkpoint landed
@@ -486,6 +497,8 @@ class Controller:
             return True  # re-run after a restore from an older checkpoint: decided on already
         self._seen[trial.trial_id] = iteration
         self._reporter.on_result(trial, result)
+        if self._callbacks:
+            self._callbacks.call("on_trial_result", self._iteration, self._trials, trial, result)
         self._searcher.on_trial_result(trial.trial_id, flat)
         if result.get("done") or self._stopper(trial.trial_id, flat):
             self._complete_trial(trial)
@@ -579,6 +592,8 @@ class Controller:
     def _set_checkpoint(self, trial: Trial, path: str) -> None:
         trial.checkpoint_path = path
         self._store.update_trial(trial.trial_id, checkpoint_path=path)
+        if self._callbacks:
+            self._callbacks.call("on_checkpoint", self._iteration, self._trials, trial, Checkpoint(path))
 
     def _set_status(self, trial: Trial, status: str) -> None:
         trial.status = status
@@ -588,6 +603,8 @@ class Controller:
         self._store.update_trial(trial.trial_id, **fields)
         if status in (TERMINATED, ERROR):
             self._reporter.on_trial_end(trial)
+            hook = "on_trial_complete" if status == TERMINATED else "on_trial_error"
+            self._callbacks.call(hook, self._iteration, self._trials, trial)
 
     # -- failures --------------------------------------------------------------------------------
     def _on_trial_failure(self, trial: Trial, error: str, actor_died: bool) -> None:
