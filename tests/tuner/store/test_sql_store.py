@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 import threading
 import time
-import uuid
 
 import numpy as np
 import pytest
@@ -15,50 +13,7 @@ import sqlalchemy as sa
 
 from tuner.store import SCHEMA_VERSION, Store, StoreError, default_database_url, mask_url
 from tuner.store import codec
-from tuner.store.schema import metadata, schema_version
-
-PG_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-# ------------------------------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="session")
-def pg_url():
-    """A PostgreSQL URL whose search_path is a schema of this test session only, so that parallel
-    test runs against the same database do not see each other's tables."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError as e:  # pragma: no cover
-        pytest.skip(f"psycopg is not installed ({e}); cannot test PostgreSQL")
-    name = f"tuner_store_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_URL)
-    try:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
-    except sa.exc.OperationalError as e:
-        admin.dispose()
-        pytest.skip(f"PostgreSQL is unreachable at {mask_url(PG_URL)}: {e.orig}")
-    url = sa.make_url(PG_URL).update_query_dict({"options": f"-csearch_path={name}"})
-    yield url.render_as_string(hide_password=False)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
-    admin.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        # A directory that does not exist yet: the store creates it.
-        return default_database_url(tmp_path / "run")
-    u = request.getfixturevalue("pg_url")
-    engine = sa.create_engine(u)
-    try:
-        metadata.drop_all(engine)  # all tables of the store, schema_version included
-    finally:
-        engine.dispose()
-    return u
-
+from tuner.store.schema import schema_version
 
 @pytest.fixture
 def store(url):
@@ -425,3 +380,246 @@ def test_batch_groups_writes_into_one_transaction(store):
     store.flush()
     assert [t["trial_id"] for t in store.trials(eid)] == ["g_1"]
     assert store.load_state(eid, "searcher") == b"after-trial-1"
+
+
+def _reference_best(trials: list[dict], metric: str, mode: str, filter_nan_and_inf: bool = True):
+    """ExperimentAnalysis.get_best_trial(scope='last') on the rows of Store.trials()."""
+    from tuner.search.variants import flatten_dict
+
+    best, best_value = None, None
+    for t in trials:
+        v = flatten_dict(t["last_result"] or {}).get(metric)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            continue
+        v = float(v)
+        if filter_nan_and_inf and not math.isfinite(v):
+            continue
+        if best_value is None or (v > best_value if mode == "max" else v < best_value):
+            best, best_value = t, v
+    return None if best is None else (best["trial_id"], best_value)
+
+
+def test_best_trial_matches_the_analysis_rule(store):
+    eid = _exp(store)
+    other = _exp(store, "other")
+    store.add_trial(other, "elsewhere", 0, {}, "TERMINATED")
+    store.update_trial("elsewhere", last_result={"score": 1e9, "info": {"kl": -1e9}})
+    last_results = [
+        {"score": 3, "info": {"kl": 0.5, "lr": {"now": 1}}, "a/b": 7.0},
+        {"score": 9.5, "info": {"kl": float("nan")}, "note": "has NaN elsewhere"},
+        {"score": float("inf"), "info": {"kl": 0.1}},
+        {"score": True, "info": {"kl": "not a number"}},
+        {"score": 9.5, "info": {"kl": 0.7}},  # ties with trial 1: the earlier one wins
+        {"score": -4, "a": {"b": 8.0}, "info": {"kl": -0.25, "x": float("-inf")}},
+        {"other": 1},
+        None,  # no result yet
+        {"score": "12", "info": {}},
+        {"score": 2**60, "info": {"kl": {"deep": 1}}},  # a dict: not a leaf
+    ]
+    for i, r in enumerate(last_results):
+        store.add_trial(eid, f"t{i}", i, {"i": i}, "RUNNING")
+        if r is not None:
+            store.update_trial(f"t{i}", status="TERMINATED", last_result=r)
+    trials = store.trials(eid)
+    for metric in ("score", "info/kl", "a/b", "info/lr/now", "missing", "info"):
+        for mode in ("max", "min"):
+            for keep in (True, False):
+                expected = _reference_best(trials, metric, mode, keep)
+                got = store.best_trial(eid, metric, mode, filter_nan_and_inf=keep)
+                if expected is None:
+                    assert got is None, (metric, mode, keep)
+                    continue
+                assert (got["trial_id"], got["metric_value"]) == expected, (metric, mode, keep)
+    best = store.best_trial(eid, "score", "max")
+    assert best["trial_id"] == "t9" and best["config"] == {"i": 9}
+    assert best["last_result"] == last_results[9] and best["metric_value"] == float(2**60)
+    assert store.best_trial(eid, "info/kl", "min")["trial_id"] == "t5"
+    assert store.best_trial(eid, "a/b", "max")["trial_id"] == "t5"  # both spellings count: 8 > 7
+    assert store.best_trial(eid + 1000, "score", "max") is None
+    with pytest.raises(ValueError, match="mode"):
+        store.best_trial(eid, "score", "maximum")
+
+
+def test_best_trial_python_fallback_agrees(store, monkeypatch):
+    """Where the database's JSON functions are not used, the answer is the same."""
+    eid = _exp(store)
+    for i in range(5):
+        store.add_trial(eid, f"t{i}", i, {}, "TERMINATED")
+        store.update_trial(f"t{i}", last_result={"m": {"v": (i * 7) % 5}, "nan": float("nan") if i == 2 else 0})
+    sql = store.best_trial(eid, "m/v", "max")
+    monkeypatch.setattr(store, "_dialect", "other")
+    assert store.best_trial(eid, "m/v", "max") == sql
+    assert sql["trial_id"] == "t2"  # (2*7) % 5 == 4
+
+
+def test_best_trial_reads_in_sql(store, monkeypatch):
+    """Rows SQL can decide are not decoded in Python (that is what makes it fast): NaN and
+    infinities included; only a nested metric found in neither spelling is."""
+    from tuner.store.store import _SQLITE_JSON_ARROW
+
+    if store.engine.dialect.name == "sqlite" and not _SQLITE_JSON_ARROW:
+        pytest.skip("SQLite < 3.38: best_trial decodes in Python")
+    eid = _exp(store)
+    for i in range(20):
+        store.add_trial(eid, f"t{i}", i, {}, "TERMINATED")
+        r = {"score": i % 7, "info": {"kl": i / 10}, "flat/key": -i, "s": "x:NaN,[Infinity"}
+        if i == 3:
+            r.update(nan=float("nan"), inf=[float("inf"), float("-inf")], score=float("nan"))
+        if i == 19:
+            r["info"] = {"kl": float("inf")}
+        store.update_trial(f"t{i}", last_result=r)
+    store.add_trial(eid, "t20", 20, {}, "TERMINATED")
+    store.update_trial("t20", last_result={"score": 1})
+    store.flush()
+    decoded: list = []
+    real = type(store)._metric_values_python
+
+    def spy(conn, experiment_id, metric, trial_ids):
+        decoded.append((metric, trial_ids))
+        return real(conn, experiment_id, metric, trial_ids)
+
+    monkeypatch.setattr(type(store), "_metric_values_python", staticmethod(spy))
+    assert store.best_trial(eid, "score", "max")["trial_id"] == "t6"
+    assert store.best_trial(eid, "score", "min")["trial_id"] == "t0"
+    assert store.best_trial(eid, "info/kl", "max")["trial_id"] == "t18"
+    assert store.best_trial(eid, "flat/key", "max")["trial_id"] == "t0"
+    assert decoded == []
+    # Three parts, spelled neither "a/b/c" nor a.b.c: the row with a key "b/c" goes to Python.
+    store.update_trial("t5", last_result={"a": {"b/c": 5}, "score": 5})
+    store.update_trial("t6", last_result={"a": {"b": {"c": 4}}, "score": 5})
+    store.update_trial("t7", last_result={"a/b/c": 3, "score": 5})
+    assert store.best_trial(eid, "a/b/c", "max")["trial_id"] == "t5"
+    assert store.best_trial(eid, "a/b/c", "min")["trial_id"] == "t7"
+    assert decoded == [("a/b/c", ["t5"])] * 2
+
+
+def _random_last_results(rng, n: int) -> list[dict]:
+    leaves = [0, 1, -2, 2.5, 2.5, -0.0, 1e300, -1e-300, 2**70, True, False, None, "7", "NaN", float("nan"),
+              float("inf"), float("-inf"), [1.0], {}, {"x": 1}]
+    out = []
+    for _ in range(n):
+        r = {}
+        for key in ("m", "a/b", "z:NaN", "a/b/c"):
+            if rng.random() < 0.8:
+                r[key] = rng.choice(leaves)
+        if rng.random() < 0.7:
+            r["a"] = {"b": rng.choice(leaves)} if rng.random() < 0.8 else rng.choice(leaves)
+        if rng.random() < 0.3:
+            r.setdefault("a", {})
+            if isinstance(r["a"], dict):
+                r["a"]["b/c"] = rng.choice(leaves)
+        if rng.random() < 0.3:
+            r["noise"] = [float("nan"), "x:Infinity", {"q": float("-inf")}]
+        out.append(r)
+    return out
+
+
+RANDOM_METRICS = ("m", "a/b", "z:NaN", "a", "a/b/c")
+
+
+@pytest.mark.parametrize("seed", [1, 5, 9])
+def test_best_trial_random_results_agree_with_the_analysis_rule(store, seed):
+    """Every path of best_trial (the indexed metric_value of the experiment's own metric, JSON
+    in SQL for another metric, every value for filter_nan_and_inf=False) gives the analysis's
+    answer."""
+    import random
+
+    rng = random.Random(seed)
+    results = _random_last_results(rng, 120)
+    for own in (None,) + RANDOM_METRICS:  # None: every metric is "another" metric
+        eid = store.get_or_create_experiment(f"e-{own}", spec={}, metric=own, mode="max")
+        for i, r in enumerate(results):
+            tid = f"{own}-{i:03d}"
+            store.add_trial(eid, tid, i, {}, "RUNNING")
+            store.update_trial(tid, status="TERMINATED", last_result=r)
+        trials = store.trials(eid)
+        for metric in RANDOM_METRICS if own is None else (own,):
+            for mode in ("max", "min"):
+                for keep in (True, False):
+                    expected = _reference_best(trials, metric, mode, keep)
+                    got = store.best_trial(eid, metric, mode, filter_nan_and_inf=keep)
+                    if expected is None:
+                        assert got is None, (own, metric, mode, keep)
+                    else:
+                        got_pair = (got["trial_id"], got["metric_value"])
+                        same = got_pair == expected or (math.isnan(expected[1]) and got_pair[0] == expected[0])
+                        assert same, (own, metric, mode, keep, got_pair, expected)
+
+
+def test_metric_value_column_follows_last_result(url):
+    """trials.metric_value holds the experiment's metric of the last result, also when another
+    store (a resumed sweep) writes it, and best_trial on that metric reads only the index."""
+    with Store(url) as first:
+        eid = first.get_or_create_experiment("own", spec={}, metric="info/kl", mode="min")
+        for i in range(4):
+            first.add_trial(eid, f"t{i}", i, {}, "RUNNING")
+        first.update_trial("t0", last_result={"info": {"kl": 0.5}})
+        first.update_trial("t1", last_result={"info": {"kl": float("nan")}})
+        first.update_trial("t2", last_result={"info/kl": np.float32(0.25)})
+        first.flush()
+    with Store(url) as second:  # knows neither the trials nor the experiment
+        second.update_trial("t3", status="TERMINATED", last_result={"info": {"kl": 0.125}})
+        second.update_trial("t0", status="TERMINATED")  # no last_result: the value stays
+        assert second.best_trial(eid, "info/kl", "min")["trial_id"] == "t3"
+        second.update_trial("t3", last_result={"info": {"kl": True}})
+        best = second.best_trial(eid, "info/kl", "min")
+        assert (best["trial_id"], best["metric_value"]) == ("t2", 0.25)
+        assert second.best_trial(eid, "info/kl", "max")["trial_id"] == "t0"
+    engine = _raw_engine(url)
+    try:
+        with engine.connect() as conn:
+            values = dict(conn.execute(sa.text("SELECT trial_id, metric_value FROM trials")).all())
+    finally:
+        engine.dispose()
+    assert values == {"t0": 0.5, "t1": None, "t2": 0.25, "t3": None}
+
+
+def test_one_batch_keeps_the_order_of_writes_per_trial(url):
+    """The writer merges ops into few statements; per trial the effect is that of the writes in
+    order (an add after an update of the same trial wins over it), as when each is flushed alone."""
+    def scenario(store: Store, eid: int, p: str, flush_each: bool) -> None:
+        ops = [
+            lambda: store.add_trial(eid, p + "a", 0, {"v": 1}, "PENDING", config_blob=b"blob-a"),
+            lambda: store.add_trial(eid, p + "b", 1, {"v": 1}, "PENDING"),
+            lambda: store.update_trial(p + "a", status="RUNNING", last_result={"loss": 3.0}),
+            lambda: store.save_state(eid, "searcher", b"s1"),
+            lambda: store.add_trial(eid, p + "c", 2, {"v": 1}, "PENDING"),
+            lambda: store.add_trial(eid, p + "a", 0, {"v": 2}, "PENDING"),  # re-added: config and status
+            lambda: store.update_trial(p + "b", status="ERROR", error="boom", num_failures=1),
+            lambda: store.update_trial(p + "a", checkpoint_path="/ckpt"),
+            lambda: store.set_experiment_status(eid, "RUNNING"),
+            lambda: store.add_results(eid, [(p + "c", 1, {"loss": 1.0})]),
+            lambda: store.update_trial(p + "c", status="TERMINATED", last_result={"loss": 1.0}),
+            lambda: store.save_state(eid, "searcher", b"s2"),
+            lambda: store.add_trial(eid, p + "b", 1, {"v": 3}, "PENDING", config_blob=b"blob-b"),
+        ]
+        if flush_each:
+            for op in ops:
+                op()
+                store.flush()
+        else:
+            with store.batch():
+                for op in ops:
+                    op()
+            store.flush()
+
+    def state(store: Store, eid: int) -> list:
+        keep = ("trial_index", "config", "config_blob", "status", "error", "num_failures",
+                "checkpoint_path", "last_result")
+        return [
+            {k: t[k] for k in keep} for t in store.trials(eid)
+        ] + [store.load_state(eid, "searcher"), store.results(eid), store.best_trial(eid, "loss", "min")["trial_index"]]
+
+    with Store(url, flush_interval_s=30.0) as store:
+        one = store.get_or_create_experiment("one-by-one", spec={}, metric="loss", mode="min")
+        grouped = store.get_or_create_experiment("grouped", spec={}, metric="loss", mode="min")
+        scenario(store, one, "x", flush_each=True)
+        scenario(store, grouped, "y", flush_each=False)
+        expected = state(store, one)
+        assert state(store, grouped) == expected
+        assert expected[0]["config"] == {"v": 2} and expected[0]["status"] == "PENDING"
+        assert expected[0]["config_blob"] == b"blob-a" and expected[0]["checkpoint_path"] == "/ckpt"
+        assert expected[1]["status"] == "PENDING" and expected[1]["error"] == "boom"
+        assert expected[1]["config_blob"] == b"blob-b"
+        assert expected[3] == b"s2" and expected[-1] == 2
+        assert store.get_experiment("grouped")["status"] == "RUNNING"
