@@ -10,4 +10,13 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__", "tune"]
+__all__ = ["__version__", "export_tensorboard", "tune"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - lazy: ``import tuner`` stays light
+    if name == "export_tensorboard":
+        from tuner.tensorboard.rebuild import export_tensorboard
+
+        globals()[name] = export_tensorboard
+        return export_tensorboard
+    raise AttributeError(f"module 'tuner' has no attribute {name!r}")

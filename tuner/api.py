@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import time
 from pathlib import Path
@@ -23,10 +24,13 @@ from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.stopper import to_stopper
 from tuner.store import Store, default_database_url, mask_url
+from tuner.tensorboard.domains import describe_search_space
 from tuner.trainable.function_trainable import FunctionTrainable, wrap_function
 from tuner.trainable.trainable import Trainable
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
+
+logger = logging.getLogger(__name__)
 
 
 def _check_int(value: Any, field: str, minimum: int, *, allow_none: bool = False) -> None:
@@ -72,7 +76,8 @@ def _resources_for(trainable_cls: type[Trainable], resources_per_trial: Any) -> 
 def _validate_arguments(
     trainable_cls: type[Trainable], *, config: Any, num_samples: Any, metric: Any, mode: Any,
     scheduler: Any, search_alg: Any, time_budget_s: Any, max_concurrent_trials: Any, max_failures: Any,
-    checkpoint_freq: Any, checkpoint_at_end: Any, name: Any, seed: Any,
+    checkpoint_freq: Any, checkpoint_at_end: Any, name: Any, seed: Any, tensorboard: Any = True,
+    tensorboard_dir: Any = None,
 ) -> None:
     """Raise one ValueError naming the first bad argument of tune.run; nothing is written before."""
     if not isinstance(config, Mapping):
@@ -103,6 +108,36 @@ def _validate_arguments(
         raise ValueError(f"name must be a non-empty string without {os.sep!r}, got {name!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"seed must be an int or None, got {seed!r}")
+    if not isinstance(tensorboard, bool):
+        raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
+    if tensorboard_dir is not None and (
+        not isinstance(tensorboard_dir, (str, os.PathLike)) or not os.fspath(tensorboard_dir)
+    ):
+        raise ValueError(f"tensorboard_dir must be a path (str or os.PathLike) or None, got {tensorboard_dir!r}")
+
+
+def _hparam_domains(config: Mapping[str, Any], searcher: Searcher) -> list[dict[str, Any]]:
+    """The hparams and domains the TensorBoard export shows (stored in the spec for a rebuild):
+    tune.run's search space, or the searcher's own when it was given one."""
+    space: Any = config
+    if not config:  # OptunaSearch(space={...}): its space, "a/b" keys expanded into nested dicts
+        own = getattr(searcher, "_template", None) or getattr(searcher, "_space_source", None)
+        space = own if isinstance(own, Mapping) else {}
+    try:
+        return describe_search_space(space)
+    except Exception:  # noqa: BLE001 - the export then finds the hparams in the trials' configs
+        logger.warning("cannot describe the search space for TensorBoard; hparams are taken from configs",
+                       exc_info=True)
+        return []
+
+
+def _rebuild_tensorboard(run_dir: Path, url: str, tb_dir: Path) -> None:
+    from tuner.tensorboard.rebuild import export_tensorboard
+
+    try:
+        export_tensorboard(run_dir, database_url=url, logdir=tb_dir)
+    except Exception:  # noqa: BLE001 - the live export still shows the trials that run from now on
+        logger.warning("cannot rebuild the TensorBoard logdir %s from the store", tb_dir, exc_info=True)
 
 
 def run(
@@ -129,6 +164,8 @@ def run(
     raise_on_failed_trial: bool = True,
     resume: bool | str = False,
     callbacks: Sequence[Callback] | None = None,
+    tensorboard: bool = True,
+    tensorboard_dir: str | os.PathLike[str] | None = None,
 ) -> ExperimentAnalysis:
     """Run a sweep of ``run_or_experiment`` over ``config`` and return its analysis.
 
@@ -138,6 +175,12 @@ def run(
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
     state); ``"ERRORED_ONLY"`` also retries the trials that failed; ``"AUTO"`` resumes if the sweep
     exists and starts it otherwise.
+
+    The sweep is exported live for TensorBoard's HParams dashboard into ``tensorboard_dir``
+    (``<storage_path>/<name>/tensorboard`` by default; ``tensorboard --logdir`` it): one session per
+    trial with its config, curves and end status, and the search space's domains;
+    ``tensorboard=False`` turns the export off (``tuner.export_tensorboard`` rebuilds it later
+    from the store).
 
     Example:
         >>> from tuner import tune
@@ -156,6 +199,7 @@ def run(
         scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
         max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
         checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end, name=name, seed=seed,
+        tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
     )
     resume = validate_resume(resume)
     callback_list = CallbackList(callbacks)
@@ -184,6 +228,8 @@ def run(
 
     name = name or f"{trainable_cls.__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
+    tb_dir = Path(tensorboard_dir).expanduser().absolute() if tensorboard_dir is not None else run_dir / "tensorboard"
+    hparam_domains = _hparam_domains(config, innermost)
     url = database_url or default_database_url(run_dir)
     if resume in (True, "ERRORED_ONLY") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
@@ -218,7 +264,15 @@ def run(
             "seed": seed,
             "run_dir": str(run_dir),
             "database_url": mask_url(url),
+            "hparam_domains": hparam_domains,
+            "tensorboard_dir": str(tb_dir) if tensorboard else None,
         }
+        if tensorboard:
+            from tuner.tensorboard.exporter import TensorBoardExporter
+
+            if existing is not None and not tb_dir.exists():  # resumed without its logs: rebuild them first
+                _rebuild_tensorboard(run_dir, url, tb_dir)
+            callback_list.add(TensorBoardExporter(tb_dir, hparam_domains=hparam_domains))
         experiment_id = store.get_or_create_experiment(name, spec=spec, metric=metric, mode=mode)
         controller = Controller(
             trainable_cls=trainable_cls,

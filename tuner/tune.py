@@ -57,6 +57,7 @@ __all__ = [
     "TrialScheduler",
     "TuneError",
     "choice",
+    "export_tensorboard",
     "get_checkpoint",
     "get_context",
     "grid_search",
@@ -81,6 +82,7 @@ _LAZY = {
     "run": ("tuner.api", "run"),
     "load": ("tuner.analysis", "load"),
     "ExperimentAnalysis": ("tuner.analysis", "ExperimentAnalysis"),
+    "export_tensorboard": ("tuner.tensorboard.rebuild", "export_tensorboard"),
 }
 
 

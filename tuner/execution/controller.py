@@ -482,9 +482,9 @@ class Controller:
     def _on_step_result(self, trial: Trial, result: dict[str, Any]) -> bool:
         """Record one result and act on the decisions it brings; True if the trial goes on."""
         checkpoint_path = result.pop("_checkpoint_path", None)
-        if checkpoint_path:
-            self._set_checkpoint(trial, checkpoint_path)
         if result.pop("_finished", False):
+            if checkpoint_path:
+                self._set_checkpoint(trial, checkpoint_path)
             self._complete_trial(trial)
             return False
         flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
@@ -493,6 +493,8 @@ class Controller:
         trial.last_flat_result = flat
         iteration = int(result["training_iteration"])
         self._pending_rows.append((trial.trial_id, iteration, result))
+        if checkpoint_path:
+            self._set_checkpoint(trial, checkpoint_path)
         if iteration <= self._seen.get(trial.trial_id, 0):
             return True  # re-run after a restore from an older checkpoint: decided on already
         self._seen[trial.trial_id] = iteration
@@ -590,6 +592,9 @@ class Controller:
         self._release_slot(trial)
 
     def _set_checkpoint(self, trial: Trial, path: str) -> None:
+        # Results first: a checkpoint on record must never be ahead of the stored results it
+        # covers, or a resume from it would leave a gap in the trial's curve.
+        self._flush_results()
         trial.checkpoint_path = path
         self._store.update_trial(trial.trial_id, checkpoint_path=path)
         if self._callbacks:

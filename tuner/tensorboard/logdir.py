@@ -1,0 +1,172 @@
+"""Event files of the HParams export: written with TensorBoard's ``EventFileWriter``, read back
+(on a resume) with a plain TFRecord reader.
+
+Layout of a logdir::
+
+    <logdir>/events.out.tfevents.*.tuner     the experiment summary (only file at the root)
+    <logdir>/<trial_name>/events.out.tfevents.*   session start, scalars, session end
+
+TensorBoard keeps the FIRST summary it reads for a tag of a run (the Python event accumulator and
+the Rust data server alike): a second experiment summary, or a second session end, in the same run
+is ignored by a server that has read the first, and by a new one reading the files in order. So the
+experiment summary is replaced (new file, old one deleted), and a session end is written once, when
+the trial ends for good; a trial that runs again after it ended (a failed trial retried by a
+resume) has its run's files rewritten without the old end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import time
+from pathlib import Path
+from typing import Iterator
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+from tuner.tensorboard import summaries
+
+#: File-name suffix of the experiment summaries at the root: the only root files the export
+#: replaces (and deletes).
+ROOT_SUFFIX = ".tuner"
+_QUEUE = 1024  # events a writer may hold before add() waits for its thread
+
+
+def is_event_file(name: str) -> bool:
+    return "tfevents" in name
+
+
+def event_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """The event files directly in ``directory``, in the order TensorBoard reads them."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if is_event_file(n))
+    except FileNotFoundError:
+        return []
+    return [Path(directory) / n for n in names if (Path(directory) / n).is_file()]
+
+
+class RunWriter:
+    """An ``EventFileWriter`` on one run directory; remembers which scalar tags carry metadata."""
+
+    def __init__(self, directory: str | os.PathLike[str], flush_secs: float, suffix: str = "") -> None:
+        self.writer = EventFileWriter(str(directory), max_queue_size=_QUEUE, flush_secs=flush_secs,
+                                      filename_suffix=suffix)
+        #: No earlier than the second in the file's name. Files of a run are read in name order, and
+        #: two names of one second and one process order by a counter compared as text ("10" < "9"):
+        #: a run's next file must be opened in a later second (see TensorBoardExporter._writer).
+        self.created_second = int(time.time())
+        self.tags_with_metadata: set[str] = set()
+
+    def add(self, event: event_pb2.Event) -> None:
+        self.writer.add_event(event)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def read_events(path: str | os.PathLike[str]) -> Iterator[event_pb2.Event]:
+    """Events of one file (TFRecord framing; CRCs not checked; a torn last record ends it)."""
+    with open(path, "rb") as f:
+        while True:
+            header = f.read(12)
+            if len(header) < 12:
+                return
+            (length,) = struct.unpack("<Q", header[:8])
+            data = f.read(length)
+            if len(data) < length or len(f.read(4)) < 4:
+                return
+            try:
+                yield event_pb2.Event.FromString(data)
+            except Exception:  # noqa: BLE001 - a corrupt record: stop where TensorBoard would
+                return
+
+
+@dataclasses.dataclass
+class RunState:
+    """What a run directory already holds."""
+
+    started: bool = False
+    end_status: str | None = None
+    max_step: int = -1  # highest step of a scalar written
+
+
+def scan_run(directory: str | os.PathLike[str]) -> RunState:
+    state = RunState()
+    for path in event_files(directory):
+        for event in read_events(path):
+            if not event.HasField("summary"):
+                continue
+            for value in event.summary.value:
+                if value.tag == summaries.SESSION_START_TAG:
+                    state.started = True
+                elif value.tag == summaries.SESSION_END_TAG:
+                    if state.end_status is None:  # TensorBoard keeps the first
+                        state.end_status = summaries.end_status_name(value.metadata.plugin_data.content)
+                elif value.HasField("tensor"):
+                    state.max_step = max(state.max_step, event.step)
+    return state
+
+
+def read_experiment(logdir: str | os.PathLike[str]) -> bytes | None:
+    """The plugin data of the experiment summary at the root (the first one, as TensorBoard)."""
+    for path in event_files(logdir):
+        for event in read_events(path):
+            for value in event.summary.value:
+                if value.tag == summaries.EXPERIMENT_TAG:
+                    return value.metadata.plugin_data.content
+    return None
+
+
+def replace_root(logdir: str | os.PathLike[str], summary: summary_pb2.Summary, wall_time: float) -> None:
+    """Write ``summary`` (the experiment) in a new root file, then delete the export's older ones."""
+    old = [p for p in event_files(logdir) if p.name.endswith(ROOT_SUFFIX)]
+    writer = RunWriter(logdir, flush_secs=1.0, suffix=ROOT_SUFFIX)
+    try:
+        writer.add(summaries.event(summary, step=0, wall_time=wall_time))
+    finally:
+        writer.close()
+    for path in old:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def drop_session_end(directory: str | os.PathLike[str], flush_secs: float = 1.0) -> RunWriter:
+    """Rewrite a run's event files without their session end into one new file (old ones deleted);
+    returns that file's writer, open, for what the run writes next."""
+    old = event_files(directory)
+    events = []
+    for path in old:
+        for event in read_events(path):
+            if event.HasField("file_version") or event.HasField("source_metadata"):
+                continue
+            if event.HasField("summary") and any(v.tag == summaries.SESSION_END_TAG for v in event.summary.value):
+                kept = [v for v in event.summary.value if v.tag != summaries.SESSION_END_TAG]
+                if not kept:
+                    continue
+                del event.summary.value[:]
+                event.summary.value.extend(kept)
+            events.append(event)
+    writer = RunWriter(directory, flush_secs=flush_secs)
+    try:
+        for event in events:
+            writer.add(event)
+            for value in event.summary.value:
+                if value.HasField("metadata"):
+                    writer.tags_with_metadata.add(value.tag)
+        writer.flush()
+    except BaseException:
+        writer.close()
+        raise
+    for path in old:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    return writer
