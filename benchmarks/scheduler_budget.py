@@ -16,8 +16,8 @@ config to ``max_t``. Printed per scheduler, averaged over seeds:
   many its final value is within 1% of the best's (the top finals of 143 configs are often
   closer than that, closer than the noise even: FIFO's own pick misses the exact best).
 
-    python benchmarks/schedulers.py
-    python benchmarks/schedulers.py --seeds 50 --configs 81 --slots 4 --noise 0.01 --tau-max 5 15 40
+    python benchmarks/scheduler_budget.py
+    python benchmarks/scheduler_budget.py --seeds 50 --configs 81 --slots 4 --noise 0.01 --tau-max 5 15 40
 """
 
 from __future__ import annotations
