@@ -1,3 +1,9 @@
-"""Distributed reinforcement-learning trainers, each a ``tune.Trainable`` that owns its rollout actors."""
+"""Distributed reinforcement-learning trainers, each a ``tune.Trainable`` that owns its rollout actors.
 
-__all__: list[str] = []
+>>> from algorithms import PPO, register_env
+"""
+
+from algorithms.ppo import PPO
+from algorithms.rollout import register_env
+
+__all__ = ["PPO", "register_env"]

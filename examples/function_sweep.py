@@ -1,4 +1,4 @@
-"""The README's main job: a real sweep of a small trainable, stored in SQLite, then analysed.
+"""A sweep of a small function trainable, stored in SQLite, then analysed.
 
 Tunes SGD with momentum on a noisy ill-conditioned quadratic: 4 learning rates on a grid times
 3 random momentum values, 30 iterations each.
@@ -27,7 +27,7 @@ def sgd_quadratic(config):
 
 
 def main() -> None:
-    name = f"demo_{time.strftime('%Y%m%d_%H%M%S')}"
+    name = f"function_sweep_{time.strftime('%Y%m%d_%H%M%S')}"
     analysis = tune.run(
         sgd_quadratic,
         config={

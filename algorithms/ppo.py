@@ -1,0 +1,489 @@
+"""Proximal Policy Optimization (Schulman et al. 2017), as a trial that owns its rollout actors.
+
+Read top to bottom: config and defaults, the actor-critic network, advantages (GAE, computed in
+the rollout workers), the PPO update, and the trainer that ties them to the worker group of
+``algorithms/trainer.py`` (rollouts: ``algorithms/rollout.py``).
+
+    from algorithms import PPO
+    trainer = PPO(config={"env": "CartPole-v1"})
+    for _ in range(100):
+        result = trainer.train()          # one iteration: sample train_batch_size steps, learn
+    trainer.save("/tmp/ppo")              # torch.save of state_dicts + plain data
+
+    from tuner import tune
+    tune.run("PPO", config={"env": "CartPole-v1", "lr": tune.loguniform(1e-4, 3e-3)},
+             metric="episode_return_mean", mode="max", stop={"env_steps_total": 100_000})
+
+Defaults, and why
+-----------------
+Keys and meanings follow RLlib's PPO (``lr``, ``gamma``, ``lambda``, ``clip_param``,
+``vf_clip_param``, ``vf_loss_coeff``, ``entropy_coeff``, ``train_batch_size``, ``minibatch_size``,
+``num_epochs``, ``num_workers``, ``num_envs_per_worker``). The objective's defaults are the usual
+PPO ones: gamma 0.99, lambda 0.95, clip 0.2, value loss coefficient 0.5, no entropy bonus, no
+value clipping, separate 64x64 tanh policy and value networks, Adam, gradient norm 0.5,
+advantages normalised over the train batch (as RLlib). The batch shape and the learning rate
+are chosen for speed on small problems, measured on the 2-core development machine (shared
+with other jobs, so wall times moved by up to 2x between runs; env steps and update counts do
+not). "Solved" is benchmarks/ppo_cartpole.py's rule: the mean return of the last 100 episodes
+reaches 475 on CartPole-v1 within 100k env steps.
+
+* ``num_envs_per_worker=16, train_batch_size=2048`` (128 steps of each env per iteration),
+  ``minibatch_size=512, num_epochs=10, lr=2.5e-3``: 20 of 20 seeds solved, at 63k-71k env steps,
+  with about 1,300 SGD updates. Variations, 10 seeds each: ``train_batch_size=1024``: 9/10
+  (66k-102k); ``train_batch_size=4096``: 10/10 but 69k-85k; ``lr=3e-3``: 10/10 (61k-69k);
+  ``train_batch_size=1024, lr=2e-3``: 6/10. rl-zoo's shape (8 envs x 32 steps, one minibatch
+  of 256, 20 epochs) needs about six times as many SGD updates per env step.
+* One SGD update on 512 samples takes about 2 ms (torch, one thread: two threads measured no
+  faster for a network this small), so learning is about 80 % of a CartPole run: ~4 s of
+  learning and ~1 s of sampling. The learner's torch threads are ``int(num_cpus_for_learner)``.
+* ``num_workers=0``: sample in the learner's process, like RLlib's local env runner. Wall time
+  to solve CartPole, seeds 0-2, the actors' start included: ``num_workers=0`` 5.1-8.0 s;
+  ``num_workers=1`` 7.4-9.2 s (~2 s to start the actor; synchronous sampling in another
+  process does not overlap learning); ``num_workers=2`` 11.5-13.5 s; ``sample_async=True``
+  with 1 or 2 workers 9.5-11.7 s and 85k-106k env steps (a fragment sampled with the previous
+  iteration's weights teaches less). On two cores a learner and its rollout actors compete for
+  the same CPUs, and a CartPole fragment is cheaper to sample than to ship; rollout actors pay
+  off with slow environments (benchmarks/lockstep.py) and more cores.
+* Rollout inference runs in numpy on views of the torch parameters (``ActorCritic.act``): per
+  vector step of 16 CartPole envs, torch's calls cost more than the env step itself;
+  benchmarks/sampling.py prints both.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check
+
+PPO_DEFAULTS: dict[str, Any] = {
+    # sampling (num_workers, num_envs_per_worker, train_batch_size, sample_async: trainer.py)
+    "minibatch_size": 512,
+    "num_epochs": 10,
+    # optimisation
+    "lr": 2.5e-3,
+    "lr_schedule": "constant",  # "constant" | ("linear", total_env_steps) | [[env_steps, lr], ...]
+    "max_grad_norm": 0.5,
+    # the objective
+    "gamma": 0.99,
+    "lambda_": 0.95,
+    "clip_param": 0.2,
+    "vf_clip_param": None,  # None: off; else clip V around the sampling-time value (SB3 clip_range_vf)
+    "vf_loss_coeff": 0.5,
+    "entropy_coeff": 0.0,
+    "normalize_advantages": True,
+    # the network: separate policy and value MLPs of these sizes
+    "hidden_sizes": [64, 64],
+    "activation": "tanh",
+}
+
+_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
+_NUMPY_ACTIVATIONS = {  # f(x, out=x): in place
+    "tanh": np.tanh,
+    "relu": lambda x, out: np.maximum(x, 0, out=out),
+    "elu": lambda x, out: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+    "silu": lambda x, out: np.divide(x, 1 + np.exp(-x), out=out),
+}
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+# ---------------------------------------------------------------------------------------------
+# The network
+# ---------------------------------------------------------------------------------------------
+class ActorCritic(nn.Module):
+    """Separate policy and value MLPs, evaluated together.
+
+    Both MLPs have the same layer sizes, so their layers are stacked: layer ``k`` holds a weight
+    of shape (2, in, out) (index 0: policy, 1: value function) and one batched matmul computes
+    both networks' layer at once. It is the same function as two ``nn.Sequential``s with half the
+    calls, and the calls are what a 64-wide MLP's speed on a CPU is made of. The output layer is
+    stacked too, with ``num_outputs`` columns: the policy uses all of them (logits or Gaussian
+    means), the value function its first (the other value columns are zero and stay zero: no
+    loss reads them, so their gradient is zero).
+
+    Discrete actions: a Categorical over logits. Box actions: a diagonal Gaussian with a
+    state-independent log std (SB3's default); the env gets the action clipped to its bounds,
+    the learner the unclipped one.
+    """
+
+    def __init__(
+        self, obs_dim: int, action_space: gym.Space, hidden_sizes: list[int], activation: str, inference: str = "numpy"
+    ) -> None:
+        super().__init__()
+        if inference not in ("numpy", "torch"):
+            raise ValueError(f"inference must be 'numpy' or 'torch', got {inference!r}")
+        self.inference = inference
+        self.activation = activation
+        self.obs_dim = obs_dim
+        self.action_space = action_space
+        self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        if self.discrete:
+            self.num_outputs = int(action_space.n)
+            self._action_start = int(action_space.start)
+        elif isinstance(action_space, gym.spaces.Box):
+            self.num_outputs = int(np.prod(action_space.shape))
+            self._action_shape = action_space.shape
+            self._low = action_space.low.reshape(-1).astype(np.float32)
+            self._high = action_space.high.reshape(-1).astype(np.float32)
+            self.log_std = nn.Parameter(torch.zeros(self.num_outputs))
+        else:
+            raise ValueError(f"action space {action_space} is not supported (Discrete or Box are)")
+        self.act_fn = _ACTIVATIONS[activation]
+        sizes = [obs_dim] + list(hidden_sizes) + [self.num_outputs]
+        self.weights = nn.ParameterList(nn.Parameter(torch.empty(2, i, o)) for i, o in zip(sizes[:-1], sizes[1:]))
+        self.biases = nn.ParameterList(nn.Parameter(torch.zeros(2, 1, o)) for o in sizes[1:])
+        self._layers: Any = None  # plain references, see _tensors()
+        self._numpy_layers: Any = None
+        self._arange = np.arange(0)
+
+    def reset_parameters(self, generator: torch.Generator) -> None:
+        """Orthogonal init as in SB3 and CleanRL: sqrt(2) hidden, 0.01 policy output, 1 value output."""
+        with torch.no_grad():
+            *hidden, out = self.weights
+            for w in hidden:
+                for k in range(2):
+                    nn.init.orthogonal_(w[k], gain=math.sqrt(2), generator=generator)
+            nn.init.orthogonal_(out[0], gain=0.01, generator=generator)
+            out[1].zero_()
+            nn.init.orthogonal_(out[1, :, :1], gain=1.0, generator=generator)
+            for b in self.biases:
+                b.zero_()
+
+    def _tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        # Plain references to the parameters: nn.Module/ParameterList attribute access costs more
+        # than the matmuls of a 64-wide layer. Parameters are only ever updated in place
+        # (optimiser, load_state_dict), so the references stay valid.
+        if self._layers is None:
+            self._layers = list(zip(self.weights, self.biases))
+        return self._layers
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(policy outputs: logits or Gaussian means, values) for a (batch, obs_dim) tensor."""
+        *hidden, (w_out, b_out) = self._tensors()
+        act_fn = self.act_fn
+        h = obs.expand(2, *obs.shape)
+        for w, b in hidden:
+            h = act_fn(torch.baddbmm(b, h, w))
+        out = torch.baddbmm(b_out, h, w_out)
+        return out[0], out[1, :, 0]
+
+    # -- learner side: log-probabilities (and entropy) of taken actions ---------------------
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, with_entropy: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """(log pi(actions | obs), entropy or None, V(obs)), differentiable."""
+        pi_out, values = self(obs)
+        entropy = None
+        if self.discrete:
+            logp = -nn.functional.cross_entropy(pi_out, actions, reduction="none")  # fused log_softmax + pick
+            if with_entropy:
+                logp_all = torch.log_softmax(pi_out, dim=-1)
+                entropy = -(logp_all.exp() * logp_all).sum(-1)
+        else:
+            log_std = self.log_std
+            z = (actions - pi_out) * torch.exp(-log_std)
+            logp = (-0.5 * z.pow(2)).sum(-1) - (log_std.sum() + _LOG_SQRT_2PI * self.num_outputs)
+            if with_entropy:
+                entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(len(obs))
+        return logp, entropy, values
+
+    # -- rollout side: numpy in, numpy out -------------------------------------------------
+    def act(
+        self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(env actions, actions, log-probabilities, values) for a batch of encoded observations.
+
+        One batched call for all of a worker's envs. With ``inference="numpy"`` (the default)
+        the network runs in numpy on zero-copy views of these very torch parameters: for a
+        64-wide MLP, torch's per-call dispatch costs as much as stepping CartPole's vectorised
+        env; numpy's calls are cheaper (``benchmarks/sampling.py`` prints both).
+        """
+        if self.inference == "numpy":
+            pi_out, values = self._forward_numpy(obs)
+        else:
+            with torch.no_grad():
+                pi_t, values_t = self(torch.from_numpy(obs))
+            pi_out, values = pi_t.numpy(), values_t.numpy()
+        if self.discrete:
+            if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a Categorical sample
+                actions = (pi_out + rng.gumbel(size=pi_out.shape)).argmax(axis=1)
+            else:
+                actions = pi_out.argmax(axis=1)
+            logp = pi_out[self._rows(len(pi_out)), actions] - np.logaddexp.reduce(pi_out, axis=1)
+            return (actions + self._action_start if self._action_start else actions), actions, logp, values
+        log_std = self.log_std.detach().numpy()
+        eps = rng.standard_normal(pi_out.shape, dtype=np.float32) if explore else np.zeros_like(pi_out)
+        actions = pi_out + np.exp(log_std) * eps
+        logp = (-0.5 * eps * eps - log_std - _LOG_SQRT_2PI).sum(axis=1)
+        env_actions = np.clip(actions, self._low, self._high).reshape((len(obs),) + self._action_shape)
+        return env_actions, actions, logp, values
+
+    def _rows(self, n: int) -> np.ndarray:
+        if len(self._arange) != n:
+            self._arange = np.arange(n)
+        return self._arange
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        if self.inference == "numpy":
+            return self._forward_numpy(obs)[1]
+        with torch.no_grad():
+            return self(torch.from_numpy(obs))[1].numpy()
+
+    def _forward_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``forward`` in numpy, on views that share memory with the parameters (always current)."""
+        if self._numpy_layers is None:
+            self._numpy_layers = [(w.detach().numpy(), b.detach().numpy()) for w, b in self._tensors()]
+        *hidden, (w_out, b_out) = self._numpy_layers
+        act_fn = _NUMPY_ACTIVATIONS[self.activation]
+        h = obs
+        for w, b in hidden:
+            h = np.matmul(h, w)  # (batch, in) @ (2, in, out) -> (2, batch, out)
+            h += b
+            h = act_fn(h, out=h)
+        out = np.matmul(h, w_out)
+        out += b_out
+        return out[0], out[1, :, 0]
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return {k: v.detach().numpy() for k, v in self.state_dict().items()}
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Copy weights in place (the arrays may be read-only views of Ray's object store)."""
+        for k, v in self.state_dict().items():
+            np.copyto(v.numpy(), weights[k])
+
+
+def make_actor_critic(
+    obs_dim: int, action_space: gym.Space, hidden_sizes: list[int], activation: str, inference: str = "numpy"
+) -> ActorCritic:
+    """What a rollout worker calls to build its copy (weights arrive with its first request)."""
+    return ActorCritic(obs_dim, action_space, hidden_sizes, activation, inference)
+
+
+# ---------------------------------------------------------------------------------------------
+# Advantages: GAE(lambda), in the rollout worker, on a (time, env) fragment
+# ---------------------------------------------------------------------------------------------
+def compute_gae(fragment: dict[str, Any], gamma: float, lambda_: float) -> dict[str, Any]:
+    """Advantages and value targets of a fragment; returns the flat batch of its real transitions.
+
+    ``values[t]`` is V(obs[t]) at sampling time. A step that *terminates* bootstraps with 0; one
+    that is *truncated* (time limit) bootstraps with V(final observation), which in NEXT_STEP
+    autoreset mode is the value the worker computed at the following reset step (or
+    ``last_values`` at the end of the fragment); neither carries the advantage across. Reset
+    steps (``valid`` False) are no transitions and are dropped.
+    """
+    values, rewards = fragment["values"], fragment["rewards"]
+    terminated, truncated, valid = fragment["terminated"], fragment["truncated"], fragment["valid"]
+    next_values = np.concatenate([values[1:], fragment["last_values"][None].astype(np.float32)])
+    # TD errors and the advantage's carry-over factor for every step at once, zero at reset steps:
+    # adv[t] = delta[t] + carry[t] * adv[t + 1]
+    delta = (rewards + gamma * next_values * ~terminated - values) * valid
+    carry = ((gamma * lambda_) * (~(terminated | truncated) & valid)).astype(np.float32)
+    advantages = np.empty_like(values)
+    last = np.zeros_like(values[0])
+    for t in range(len(values) - 1, -1, -1):
+        last = delta[t] + carry[t] * last
+        advantages[t] = last
+    mask = valid.reshape(-1)
+    flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
+    return {
+        "obs": flat(fragment["obs"]),
+        "actions": flat(fragment["actions"]),
+        "logp": flat(fragment["logp"]),
+        "values": flat(values),
+        "advantages": flat(advantages),
+        "returns": flat(advantages + values),
+        "episode_returns": fragment["episode_returns"],
+        "episode_lens": fragment["episode_lens"],
+        "env_steps": int(mask.sum()),
+        "slots": int(mask.size),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------------------------
+class PPO(DistributedTrainer):
+    """PPO with clipped surrogate, GAE, optional value clipping and entropy bonus.
+
+    A ``tune.Trainable``: ``tune.run("PPO", config={"env": ...})``. See ``PPO_DEFAULTS`` and
+    ``algorithms.trainer.COMMON_DEFAULTS`` for the keys; ``lambda`` is accepted for ``lambda_``.
+    """
+
+    _name = "PPO"
+    _defaults = PPO_DEFAULTS
+    _aliases = {"lambda": "lambda_"}
+    _rebuild_keys = DistributedTrainer._rebuild_keys + ("hidden_sizes", "activation")
+    postprocess = staticmethod(compute_gae)
+
+    # -- config ------------------------------------------------------------------------------
+    @classmethod
+    def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
+        if "minibatch_size" not in given and _is_int(c["train_batch_size"]):
+            c["minibatch_size"] = min(c["minibatch_size"], c["train_batch_size"])  # a small batch: one minibatch
+        check(_is_number(c["lr"]) and c["lr"] > 0, "lr", "must be a number > 0", c["lr"])
+        check(_is_number(c["gamma"]) and 0 < c["gamma"] <= 1, "gamma", "must be in (0, 1]", c["gamma"])
+        check(_is_number(c["lambda_"]) and 0 <= c["lambda_"] <= 1, "lambda_' / 'lambda", "must be in [0, 1]", c["lambda_"])
+        check(_is_number(c["clip_param"]) and c["clip_param"] > 0, "clip_param", "must be a number > 0", c["clip_param"])
+        check(c["vf_clip_param"] is None or (_is_number(c["vf_clip_param"]) and c["vf_clip_param"] > 0),
+              "vf_clip_param", "must be None (off) or a number > 0", c["vf_clip_param"])
+        check(_is_number(c["vf_loss_coeff"]) and c["vf_loss_coeff"] >= 0, "vf_loss_coeff", "must be a number >= 0",
+              c["vf_loss_coeff"])
+        check(_is_number(c["entropy_coeff"]) and c["entropy_coeff"] >= 0, "entropy_coeff", "must be a number >= 0",
+              c["entropy_coeff"])
+        check(c["max_grad_norm"] is None or (_is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
+              "max_grad_norm", "must be None (off) or a number > 0", c["max_grad_norm"])
+        check(_is_int(c["num_epochs"]) and c["num_epochs"] >= 1, "num_epochs", "must be an int >= 1", c["num_epochs"])
+        check(_is_int(c["minibatch_size"]) and c["minibatch_size"] >= 1, "minibatch_size", "must be an int >= 1",
+              c["minibatch_size"])
+        check(c["minibatch_size"] <= c["train_batch_size"], "minibatch_size",
+              f"must be <= train_batch_size ({c['train_batch_size']})", c["minibatch_size"])
+        check(isinstance(c["normalize_advantages"], bool), "normalize_advantages", "must be True or False",
+              c["normalize_advantages"])
+        sizes = c["hidden_sizes"]
+        check(isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(_is_int(s) and s >= 1 for s in sizes),
+              "hidden_sizes", "must be a non-empty list of ints >= 1", sizes)
+        check(c["activation"] in _ACTIVATIONS, "activation", f"must be one of {sorted(_ACTIVATIONS)}", c["activation"])
+        _lr_schedule_points(c["lr_schedule"], c["lr"])  # raises for a bad schedule
+
+    # -- building ------------------------------------------------------------------------------
+    def build_policy(self, observation_space, action_space):
+        from algorithms.rollout import ObsEncoder
+
+        kwargs = {
+            "obs_dim": ObsEncoder(observation_space).dim,
+            "action_space": action_space,
+            "hidden_sizes": [int(s) for s in self.cfg["hidden_sizes"]],
+            "activation": self.cfg["activation"],
+        }
+        policy = make_actor_critic(**kwargs)
+        self.torch_rng = torch.Generator().manual_seed(self.seed)
+        policy.reset_parameters(self.torch_rng)
+        return policy, make_actor_critic, kwargs
+
+    def build_learner(self) -> None:
+        self._params = list(self.policy.parameters())
+        # fused: one kernel for all parameters instead of ~10 torch calls per parameter.
+        self.optimizer = torch.optim.Adam(self._params, lr=self.cfg["lr"], eps=1e-5, fused=True)
+
+    def postprocess_kwargs(self) -> dict[str, Any]:
+        return {"gamma": float(self.cfg["gamma"]), "lambda_": float(self.cfg["lambda_"])}
+
+    # -- learning rate ---------------------------------------------------------------------------
+    def current_lr(self) -> float:
+        steps, lrs = _lr_schedule_points(self.cfg["lr_schedule"], self.cfg["lr"])
+        return float(np.interp(self.env_steps_total, steps, lrs))
+
+    def _apply_lr(self) -> None:
+        lr = self.current_lr()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    # -- the PPO update ---------------------------------------------------------------------------
+    def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        """``num_epochs`` passes of minibatch SGD over the batch on the clipped PPO objective."""
+        c = self.cfg
+        self._apply_lr()
+        clip, vf_clip, max_grad_norm = c["clip_param"], c["vf_clip_param"], c["max_grad_norm"]
+        vf_coeff, ent_coeff = c["vf_loss_coeff"], c["entropy_coeff"]
+        obs, actions, old_logp, old_values, returns, advantages = (
+            _tensor(batch[k]) for k in ("obs", "actions", "logp", "values", "returns", "advantages")
+        )
+        if c["normalize_advantages"] and len(advantages) > 1:  # over the train batch, as RLlib
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        n = len(obs)
+        num_minibatches = max(1, round(n / c["minibatch_size"]))
+        params = self._params
+        policy_losses: list[torch.Tensor] = []
+        vf_losses: list[torch.Tensor] = []
+        kl_and_clip: list[torch.Tensor] = []
+        for epoch in range(c["num_epochs"]):
+            last_epoch = epoch == c["num_epochs"] - 1
+            for idx in torch.randperm(n, generator=self.torch_rng).tensor_split(num_minibatches):
+                logp, entropy, values = self.policy.evaluate(obs[idx], actions[idx], with_entropy=ent_coeff > 0)
+                adv = advantages[idx]
+                log_ratio = logp - old_logp[idx]
+                ratio = log_ratio.exp()
+                # The clipped surrogate: -min(r A, clip(r) A), averaged.
+                policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+                target = returns[idx]
+                if vf_clip is None:
+                    vf_loss = 0.5 * nn.functional.mse_loss(values, target)
+                else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
+                    v_old = old_values[idx]
+                    v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
+                    vf_loss = 0.5 * torch.max((values - target).pow(2), (v_clipped - target).pow(2)).mean()
+                loss = policy_loss + vf_coeff * vf_loss
+                if entropy is not None:
+                    entropy_mean = entropy.mean()
+                    loss = loss - ent_coeff * entropy_mean
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if max_grad_norm is not None:
+                    grads = [p.grad for p in params if p.grad is not None]
+                    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+                    torch._foreach_mul_(grads, (max_grad_norm / (norm + 1e-6)).clamp_(max=1.0))
+                self.optimizer.step()
+                policy_losses.append(policy_loss.detach())
+                vf_losses.append(vf_loss.detach())
+                if last_epoch:  # how far the policy moved, measured during the final pass
+                    with torch.no_grad():
+                        kl = ((ratio - 1) - log_ratio).mean()  # the k3 estimator (CleanRL, SB3)
+                        kl_and_clip.append(torch.stack([kl, ((ratio - 1).abs() > clip).float().mean()]))
+        policy_loss_mean, vf_loss_mean = float(torch.stack(policy_losses).mean()), float(torch.stack(vf_losses).mean())
+        approx_kl, clip_fraction = torch.stack(kl_and_clip).mean(0).tolist()
+        with torch.no_grad():
+            _, entropy, _ = self.policy.evaluate(obs[: c["minibatch_size"]], actions[: c["minibatch_size"]])
+        return {
+            "policy_loss": policy_loss_mean,
+            "vf_loss": vf_loss_mean,
+            "entropy": float(entropy.mean()),
+            "approx_kl": approx_kl,
+            "clip_fraction": clip_fraction,
+            "cur_lr": self.optimizer.param_groups[0]["lr"],
+            "num_sgd_updates": len(policy_losses),
+        }
+
+    # -- state ------------------------------------------------------------------------------------
+    def learner_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "torch_rng": self.torch_rng.get_state()}
+
+    def load_learner_state(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.torch_rng.set_state(state["torch_rng"])
+        self._apply_lr()  # our config's lr (and schedule) wins over the one saved with the optimiser
+
+    def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at
+        # every iteration; the learning rate lives in the optimiser too.
+        self._apply_lr()
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing ``array``'s memory; a copy when it is read-only (it came out of Ray's store)."""
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+
+def _lr_schedule_points(schedule: Any, lr: float) -> tuple[list[float], list[float]]:
+    """(env steps, lr) points to interpolate: constant, ("linear", total), or RLlib's [[step, lr], ...]."""
+    if schedule is None or schedule == "constant":
+        return [0.0], [float(lr)]
+    if isinstance(schedule, (list, tuple)) and len(schedule) == 2 and schedule[0] == "linear":
+        total = schedule[1]
+        check(_is_number(total) and total > 0, "lr_schedule", "('linear', total_env_steps) needs total_env_steps > 0",
+              schedule)
+        return [0.0, float(total)], [float(lr), 0.0]
+    if isinstance(schedule, (list, tuple)) and schedule and all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and _is_number(p[0]) and _is_number(p[1]) and p[1] >= 0 for p in schedule
+    ):
+        steps = [float(p[0]) for p in schedule]
+        check(all(a <= b for a, b in zip(steps, steps[1:])), "lr_schedule", "steps must be increasing", schedule)
+        return steps, [float(p[1]) for p in schedule]
+    check(False, "lr_schedule", "must be 'constant', ('linear', total_env_steps) or a list of [env_steps, lr] pairs",
+          schedule)
+    raise AssertionError  # unreachable

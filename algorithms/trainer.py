@@ -1,0 +1,485 @@
+"""The base of distributed trainers: a Trainable that owns a group of rollout actors.
+
+``DistributedTrainer`` does what every on-policy trainer needs and leaves the algorithm to a
+subclass (``algorithms/ppo.py``):
+
+* config: defaults, aliases, unknown keys and bad values rejected with the key named;
+* ``default_resource_request``: bundle 0 for the learner (the trial actor), one bundle per
+  rollout actor, so a trial reserves its workers' CPUs atomically with its own and a sweep of
+  trainers never deadlocks; the actors are placed into those bundles of the trial's group;
+* a ``WorkerGroup`` of rollout actors (or, with ``num_workers=0``, one rollout worker in the
+  learner's process), weights broadcast with one ``ray.put`` per iteration, synchronous or
+  asynchronous fragment collection, and replacement of an actor that died;
+* the metric window (the last 100 completed episodes), counters, timings and checkpoints.
+
+A subclass provides ``build_policy``, ``postprocess`` (a module-level function, run in the rollout
+workers) and its keyword arguments, ``learn_on_batch``, and the state of its learner.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import time
+from collections import Counter
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from algorithms.rollout import EpisodeWindow, RolloutWorker, env_spaces, publish_env_creators, resolve_env
+from tuner.trainable.trainable import Trainable
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "trainer_state.pt"
+#: How many times in a row one worker slot may die before the trial gives up.
+MAX_CONSECUTIVE_WORKER_FAILURES = 3
+
+#: Keys every distributed trainer understands, with their defaults (why: algorithms/ppo.py).
+COMMON_DEFAULTS: dict[str, Any] = {
+    # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
+    "env": None,
+    "env_config": {},  # keyword arguments of gym.make, or the creator's argument
+    "num_workers": 0,  # rollout actors; 0: sample in the learner's process
+    "num_envs_per_worker": 16,  # envs of each rollout worker, stepped as one vector env
+    # env steps per iteration: every env steps ceil(train_batch_size / (workers * envs)) times;
+    # a NEXT_STEP autoreset step takes a slot but is no transition, so slightly fewer are trained on
+    "train_batch_size": 2048,
+    "sample_async": False,  # True: learn on the first fragments to arrive (see WorkerGroup.sample)
+    "max_requests_in_flight_per_worker": 1,  # sample requests queued per actor when asynchronous
+    "seed": None,  # None: drawn at setup (and saved in checkpoints)
+    "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
+    "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def check(ok: bool, key: str, message: str, value: Any) -> None:
+    """Raise ``ValueError`` naming ``key`` unless ``ok``."""
+    if not ok:
+        raise ValueError(f"config key '{key}': {message}, got {value!r}")
+
+
+_RemoteRolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorker)
+
+
+class WorkerGroup:
+    """The rollout workers of one trainer and the fragments they are sampling.
+
+    ``num_workers == 0``: one ``RolloutWorker`` in this process that acts with the learner's own
+    policy object (no weight copies). Otherwise ``num_workers`` Ray actors, actor ``i`` in bundle
+    ``i`` of the current placement group (bundle 0 is the learner's), each holding one sample
+    request at most; a request's weights travel as ``[ObjectRef]``, so an actor fetches them only
+    when their version changed.
+    """
+
+    def __init__(
+        self,
+        *,
+        worker_kwargs: dict[str, Any],
+        num_workers: int,
+        num_cpus_per_worker: float,
+        local_policy: Any,
+    ) -> None:
+        self._kwargs = worker_kwargs
+        self.num_workers = num_workers
+        self._cpus = float(num_cpus_per_worker)
+        self.num_restarts = 0
+        self._failures: dict[int, int] = {}
+        self.local: RolloutWorker | None = None
+        self.actors: dict[int, Any] = {}
+        self._inflight: dict[ray.ObjectRef, tuple[int, Any]] = {}  # sample request -> (worker index, actor)
+        self._version = 0
+        self._weights_ref: Any = None
+        self._pg = None
+        if num_workers == 0:
+            self.local = RolloutWorker(**worker_kwargs, worker_index=0, single_thread=False, policy=local_policy)
+            return
+        publish_env_creators()
+        self._pg = ray.util.get_current_placement_group()
+        if self._pg is not None and self._cpus > 0 and len(self._pg.bundle_specs) < num_workers + 1:
+            raise ValueError(
+                f"num_workers={num_workers}: the trial's placement group has {len(self._pg.bundle_specs)} "
+                f"bundles but needs {num_workers + 1} (one for the learner, one per rollout actor); leave "
+                f"resources_per_trial unset so the trainer's default_resource_request is used"
+            )
+        for index in range(1, num_workers + 1):
+            self.actors[index] = self._start_actor(index)
+
+    # -- actors ----------------------------------------------------------------------------
+    def _start_actor(self, index: int) -> Any:
+        options: dict[str, Any] = {"num_cpus": self._cpus}
+        if self._pg is not None:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._pg,
+                placement_group_bundle_index=index if self._cpus > 0 else -1,
+            )
+        kwargs = dict(self._kwargs)
+        if self.num_restarts and kwargs.get("seed") is not None:
+            kwargs["seed"] = kwargs["seed"] + 100_003 * self.num_restarts  # a replacement gets new streams
+        return _RemoteRolloutWorker.options(**options).remote(**kwargs, worker_index=index)
+
+    def _replace(self, index: int, error: BaseException) -> None:
+        if getattr(error, "_actor_init_failed", False):  # its __init__ raised: a new one would too
+            raise RuntimeError(f"rollout worker {index} could not start: {error}") from error
+        failures = self._failures.get(index, 0) + 1
+        self._failures[index] = failures
+        if failures > MAX_CONSECUTIVE_WORKER_FAILURES:
+            raise RuntimeError(f"rollout worker {index} died {failures} times in a row; last error: {error}") from error
+        logger.warning("rollout worker %d died; starting a replacement (%s)", index, str(error).splitlines()[0][:200])
+        try:
+            ray.kill(self.actors[index])
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.num_restarts += 1
+        self.actors[index] = self._start_actor(index)
+
+    # -- weights ---------------------------------------------------------------------------
+    def set_weights(self, weights: Callable[[], Mapping[str, np.ndarray]]) -> None:
+        """Publish new weights: one ``ray.put``; requests made from now on carry them."""
+        self._version += 1
+        if self.actors:
+            self._weights_ref = ray.put(dict(weights()))
+
+    # -- sampling -------------------------------------------------------------------------
+    def _submit(self, index: int, num_steps: int, postprocess_kwargs: Mapping[str, Any]) -> None:
+        actor = self.actors[index]
+        ref = actor.sample.remote(num_steps, self._version, [self._weights_ref], dict(postprocess_kwargs))
+        self._inflight[ref] = (index, actor)
+
+    def _collect(
+        self, num_steps: int, postprocess_kwargs: Mapping[str, Any], want: int, queue_depth: int
+    ) -> list[dict[str, Any]]:
+        """Fragments as they arrive, until ``want`` of them; a dead actor is replaced and asked again.
+
+        ``queue_depth`` 0: synchronous, nothing is resubmitted; else each actor's queue is kept
+        at that many requests."""
+        batches: list[dict[str, Any]] = []
+        while len(batches) < want:
+            ready, _ = ray.wait(list(self._inflight), num_returns=1)
+            ref = ready[0]
+            index, actor = self._inflight.pop(ref)
+            try:
+                batch = ray.get(ref)
+            except RayActorError as exc:
+                if self.actors.get(index) is not actor:
+                    continue  # another request of an actor already replaced
+                self._replace(index, exc)
+                for _ in range(max(1, queue_depth)):
+                    self._submit(index, num_steps, postprocess_kwargs)
+                continue
+            self._failures.pop(index, None)
+            batches.append(batch)
+            if queue_depth:
+                self._submit(index, num_steps, postprocess_kwargs)
+        return batches
+
+    def sample(
+        self,
+        num_steps: int,
+        num_fragments: int,
+        postprocess_kwargs: Mapping[str, Any],
+        asynchronous: bool,
+        requests_per_worker: int = 1,
+    ) -> list[dict[str, Any]]:
+        """``num_fragments`` fragments of ``num_steps`` vector steps each.
+
+        Synchronous: every actor samples one fragment with the current weights; the call returns
+        when all have arrived. Asynchronous: every actor always has ``requests_per_worker``
+        requests queued; the first ``num_fragments`` fragments to arrive are taken and their
+        actors asked for another at once (with the weights published last), so a slow
+        environment delays only its own fragments. With 2 requests queued, an actor that
+        finishes while the learner learns starts its next fragment at once instead of waiting
+        to be asked (RLlib's APPO default), at the price of fragments one more iteration's
+        weights behind; the PPO ratio is taken against the sampling policy's log-probabilities,
+        so stale fragments are corrected for, but they teach less.
+        """
+        if self.local is not None:
+            return [self.local.sample(num_steps, None, None, postprocess_kwargs) for _ in range(num_fragments)]
+        if asynchronous:
+            queued = Counter(index for index, _ in self._inflight.values())
+            for index in self.actors:
+                for _ in range(requests_per_worker - queued[index]):
+                    self._submit(index, num_steps, postprocess_kwargs)
+            return self._collect(num_steps, postprocess_kwargs, num_fragments, queue_depth=requests_per_worker)
+        for index in self.actors:
+            self._submit(index, num_steps, postprocess_kwargs)
+        return self._collect(num_steps, postprocess_kwargs, len(self.actors), queue_depth=0)
+
+    def stop(self) -> None:
+        if self.local is not None:
+            self.local.close()
+        for actor in self.actors.values():
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001
+                pass
+        self.actors.clear()
+        self._inflight.clear()
+
+
+class DistributedTrainer(Trainable):
+    """A ``Trainable`` whose ``step()`` samples from its rollout workers, then learns.
+
+    Subclasses set ``_name``, ``_defaults`` (their own keys and defaults) and ``_aliases``, and
+    implement ``validate_algorithm_config``, ``build_policy``, ``postprocess``,
+    ``postprocess_kwargs``, ``build_learner``, ``learn_on_batch``, ``learner_state`` /
+    ``load_learner_state`` and ``reset_algorithm_config``.
+    """
+
+    _name: ClassVar[str] = "Trainer"
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _aliases: ClassVar[dict[str, str]] = {}
+    #: Keys whose change needs a new trainer (new actors, new network): reset_config returns False.
+    _rebuild_keys: ClassVar[tuple[str, ...]] = (
+        "env", "env_config", "num_workers", "num_envs_per_worker", "sample_async", "seed",
+        "num_cpus_for_learner", "num_cpus_per_worker",
+    )
+
+    # -- config --------------------------------------------------------------------------------
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {**COMMON_DEFAULTS, **cls._defaults}
+
+    @classmethod
+    def resolve_config(cls, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The full config: defaults, then ``config`` (aliases mapped); raises ValueError naming a bad key."""
+        defaults = cls.default_config()
+        resolved = copy.deepcopy(defaults)
+        given: dict[str, Any] = {}
+        for key, value in dict(config or {}).items():
+            name = cls._aliases.get(key, key)
+            if name not in defaults:
+                allowed = sorted(set(defaults) | set(cls._aliases))
+                raise ValueError(f"{cls._name} config: unknown key {key!r}; allowed keys: {allowed}")
+            if name in given:
+                raise ValueError(f"{cls._name} config: key {key!r} given twice (as {name!r} and an alias)")
+            given[name] = value
+        resolved.update(given)
+        cls._validate_common(resolved)
+        cls.validate_algorithm_config(resolved, given)
+        return resolved
+
+    @classmethod
+    def _validate_common(cls, c: dict[str, Any]) -> None:
+        env = c["env"]
+        check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
+              "algorithms.register_env, or a creator function", env)
+        check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
+        check(_is_int(c["num_workers"]) and c["num_workers"] >= 0, "num_workers", "must be an int >= 0", c["num_workers"])
+        check(_is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
+              "must be an int >= 1", c["num_envs_per_worker"])
+        check(_is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
+              c["train_batch_size"])
+        check(isinstance(c["sample_async"], bool), "sample_async", "must be True or False", c["sample_async"])
+        check(_is_int(c["max_requests_in_flight_per_worker"]) and c["max_requests_in_flight_per_worker"] >= 1,
+              "max_requests_in_flight_per_worker", "must be an int >= 1", c["max_requests_in_flight_per_worker"])
+        check(c["seed"] is None or (_is_int(c["seed"]) and c["seed"] >= 0), "seed", "must be None or an int >= 0", c["seed"])
+        for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
+            check(_is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+
+    @classmethod
+    def validate_algorithm_config(cls, config: dict[str, Any], given: dict[str, Any]) -> None:
+        """Check (and where a default depends on another key, adjust) the algorithm's own keys.
+
+        ``given`` holds the keys the user set; raise ValueError naming the first bad key.
+        """
+
+    @classmethod
+    def default_resource_request(cls, config: Mapping[str, Any]) -> list[dict[str, float]]:
+        """Bundle 0: the learner; bundles 1..num_workers: one per rollout actor."""
+        c = cls.resolve_config(config)
+        publish_env_creators()  # runs in the driver with Ray up: trial actors will find the envs
+        learner = {"CPU": float(c["num_cpus_for_learner"])}
+        if c["num_cpus_per_worker"] <= 0:
+            return [learner]
+        return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
+
+    # -- to implement ------------------------------------------------------------------------
+    def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
+        """Return (policy, factory, kwargs): the learner's policy and how workers build their copy."""
+        raise NotImplementedError
+
+    postprocess: ClassVar[Callable[..., dict[str, Any]]]
+
+    def postprocess_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def build_learner(self) -> None:
+        """Create the optimiser and whatever else ``learn_on_batch`` needs."""
+
+    def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        raise NotImplementedError
+
+    def learner_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_learner_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Apply an in-place config change (``self.cfg`` already holds ``new``)."""
+
+    # -- Trainable ------------------------------------------------------------------------------
+    def setup(self, config: dict[str, Any]) -> None:
+        self.cfg = self.resolve_config(config)
+        c = self.cfg
+        if c["seed"] is None:
+            c["seed"] = int(np.random.SeedSequence().entropy % (2**31))
+        self.seed = int(c["seed"])
+        self._set_learner_threads()
+        self.env = resolve_env(c["env"])
+        self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])
+        self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
+        self.build_learner()
+        self.env_steps_total = 0
+        self.window = EpisodeWindow(100)
+        self.workers = WorkerGroup(
+            worker_kwargs=dict(
+                env=self.env,
+                env_config=dict(c["env_config"]),
+                num_envs=c["num_envs_per_worker"],
+                policy_factory=factory,
+                policy_kwargs=policy_kwargs,
+                postprocess=type(self).postprocess,
+                seed=self.seed,
+            ),
+            num_workers=c["num_workers"],
+            num_cpus_per_worker=c["num_cpus_per_worker"],
+            local_policy=self.policy,
+        )
+        self.workers.set_weights(self.policy.get_weights)
+
+    def _set_learner_threads(self) -> None:
+        # Small networks: one thread per whole CPU of the learner's bundle, at least one
+        # (see algorithms/ppo.py for the measurement).
+        threads = max(1, int(self.cfg["num_cpus_for_learner"]))
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+    def fragment_length(self) -> tuple[int, int]:
+        """(vector steps per fragment, fragments per iteration) for ``train_batch_size`` env steps."""
+        c = self.cfg
+        workers = max(1, c["num_workers"])
+        steps = math.ceil(c["train_batch_size"] / (workers * c["num_envs_per_worker"]))
+        return steps, workers
+
+    def step(self) -> dict[str, Any]:
+        start = time.perf_counter()
+        num_steps, num_fragments = self.fragment_length()
+        fragments = self.workers.sample(
+            num_steps,
+            num_fragments,
+            self.postprocess_kwargs(),
+            self.cfg["sample_async"],
+            self.cfg["max_requests_in_flight_per_worker"],
+        )
+        batch = concat_fragments(fragments)
+        sampled = time.perf_counter()
+        env_steps = int(batch["env_steps"])
+        self.env_steps_total += env_steps
+        self.window.add(batch["episode_returns"], batch["episode_lens"])
+        learn_metrics = self.learn_on_batch(batch)
+        self.workers.set_weights(self.policy.get_weights)
+        end = time.perf_counter()
+        result = {
+            **self.window.metrics(),
+            "episodes_this_iter": int(len(batch["episode_returns"])),
+            "episodes_total": self.window.episodes_total,
+            "env_steps_this_iter": env_steps,
+            "env_steps_total": self.env_steps_total,
+            "env_steps_per_s": env_steps / max(end - start, 1e-9),
+            "sample_time_s": sampled - start,
+            "learn_time_s": end - sampled,
+            "num_worker_restarts": self.workers.num_restarts,
+        }
+        result.update(learn_metrics)
+        return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        state = {
+            "format": 1,
+            "algorithm": self._name,
+            "policy": self.policy.state_dict(),
+            "counters": {"env_steps_total": self.env_steps_total, "seed": self.seed},
+            "episode_window": self.window.state(),
+            "learner": self.learner_state(),
+        }
+        torch.save(state, os.path.join(checkpoint_dir, STATE_FILE))
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        if not isinstance(checkpoint, str):
+            raise ValueError(f"{self._name}: expected a checkpoint directory, got {type(checkpoint).__name__}")
+        state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
+        self.policy.load_state_dict(state["policy"])
+        self.env_steps_total = int(state["counters"]["env_steps_total"])
+        self.window.load_state(state["episode_window"])
+        self.load_learner_state(state["learner"])
+        self.workers.set_weights(self.policy.get_weights)
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        """Apply ``new_config`` in place (learning hyperparameters); False when it needs a rebuild."""
+        new = self.resolve_config(new_config)
+        old = self.cfg
+        new["seed"] = old["seed"] if new["seed"] is None else new["seed"]
+        if any(_differs(old[k], new[k]) for k in self._rebuild_keys):
+            return False
+        self.cfg = new
+        self.config = dict(new_config)
+        self.reset_algorithm_config(old, new)
+        return True
+
+    def cleanup(self) -> None:
+        workers = getattr(self, "workers", None)
+        if workers is not None:
+            workers.stop()
+
+    # -- inference ---------------------------------------------------------------------------
+    def compute_actions(self, obs: Any, explore: bool = True, seed: int | None = None) -> np.ndarray:
+        """Actions of the current policy for a batch of observations (for the env, clipped)."""
+        from algorithms.rollout import ObsEncoder
+
+        encoded = ObsEncoder(self.observation_space)(np.asarray(obs))
+        rng = np.random.default_rng(seed)
+        env_actions, _, _, _ = self.policy.act(encoded, rng, explore=explore)
+        return env_actions
+
+    def compute_single_action(self, obs: Any, explore: bool = True, seed: int | None = None) -> Any:
+        return self.compute_actions(np.asarray(obs)[None], explore=explore, seed=seed)[0]
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) != list(b)
+    try:
+        return bool(a != b)
+    except Exception:  # noqa: BLE001
+        return a is not b
+
+
+def concat_fragments(fragments: list[dict[str, Any]]) -> dict[str, Any]:
+    """One batch from many: arrays concatenated, counts summed."""
+    if len(fragments) == 1:
+        return fragments[0]
+    out: dict[str, Any] = {}
+    for key, value in fragments[0].items():
+        if isinstance(value, np.ndarray):
+            out[key] = np.concatenate([f[key] for f in fragments])
+        elif key in ("env_steps", "slots"):
+            out[key] = sum(f[key] for f in fragments)
+        elif key == "sample_time_s":
+            out[key] = max(f[key] for f in fragments)
+    return out
