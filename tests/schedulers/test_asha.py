@@ -187,7 +187,7 @@ def random_curves(seed: int, n: int = 20, length: int = 30) -> dict[str, list[fl
 )
 @pytest.mark.parametrize("mode", ["max", "min"])
 def test_same_decisions_as_ray_tune(kwargs, mode):
-    ray_schedulers = pytest.importorskip("ray.tune.schedulers")
+    ray_schedulers = pytest.importorskip("ray.tune.schedulers", exc_type=ImportError)
     for seed in range(3):
         for n_slots in (1, 4):
             curves = random_curves(seed)
@@ -202,7 +202,7 @@ def test_same_decisions_as_ray_tune(kwargs, mode):
 
 @pytest.mark.parametrize("grace,max_t,rf", [(1, 100, 4), (1, 81, 3), (1, 1000, 10), (2, 50, 3), (0.5, 7, 1.5)])
 def test_rungs_are_ray_tunes(grace, max_t, rf):
-    async_hyperband = pytest.importorskip("ray.tune.schedulers.async_hyperband")
+    async_hyperband = pytest.importorskip("ray.tune.schedulers.async_hyperband", exc_type=ImportError)
     for s in range(3):
         theirs = [m for m, _ in reversed(async_hyperband._Bracket(grace, max_t, rf, s)._rungs)]
         assert rung_milestones(grace, max_t, rf, s) == theirs

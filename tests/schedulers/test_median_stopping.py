@@ -112,7 +112,7 @@ def dyadic_curves(seed: int, n: int = 12, length: int = 20) -> dict[str, list[fl
 )
 @pytest.mark.parametrize("mode", ["max", "min"])
 def test_same_decisions_as_ray_tune(kwargs, mode):
-    ray_schedulers = pytest.importorskip("ray.tune.schedulers")
+    ray_schedulers = pytest.importorskip("ray.tune.schedulers", exc_type=ImportError)
     for seed in range(3):
         for n_slots in (1, 3):
             curves = dyadic_curves(seed)
