@@ -52,7 +52,7 @@ reaches 475 on CartPole-v1 within 100k env steps.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -80,6 +80,9 @@ PPO_DEFAULTS: dict[str, Any] = {
     # the network: separate policy and value MLPs of these sizes
     "hidden_sizes": [64, 64],
     "activation": "tanh",
+    # Box actions: gSDE exploration (SB3's use_sde), new noise every sde_sample_freq steps (-1: per fragment)
+    "use_sde": False,
+    "sde_sample_freq": -1,
 }
 
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
@@ -107,12 +110,23 @@ class ActorCritic(nn.Module):
     loss reads them, so their gradient is zero).
 
     Discrete actions: a Categorical over logits. Box actions: a diagonal Gaussian with a
-    state-independent log std (SB3's default); the env gets the action clipped to its bounds,
-    the learner the unclipped one.
+    state-independent log std (SB3's default), or with ``sde=True`` generalized state-dependent
+    exploration (gSDE, Raffin et al. 2021, as SB3's ``use_sde``): the noise is a linear function
+    ``phi(s) @ W`` of the policy's last hidden features, with ``W ~ N(0, exp(log_std)^2)`` drawn
+    anew every ``sde_sample_freq`` steps (and at each fragment's start), so the action's std
+    ``sqrt(phi(s)^2 @ exp(log_std)^2)`` depends on the state. The env gets the action clipped to
+    its bounds, the learner the unclipped one.
     """
 
     def __init__(
-        self, obs_dim: int, action_space: gym.Space, hidden_sizes: list[int], activation: str, inference: str = "numpy"
+        self,
+        obs_dim: int,
+        action_space: gym.Space,
+        hidden_sizes: list[int],
+        activation: str,
+        inference: str = "numpy",
+        sde: bool = False,
+        sde_sample_freq: int = -1,
     ) -> None:
         super().__init__()
         if inference not in ("numpy", "torch"):
@@ -122,7 +136,11 @@ class ActorCritic(nn.Module):
         self.obs_dim = obs_dim
         self.action_space = action_space
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.sde = sde
+        self.sde_sample_freq = sde_sample_freq
         if self.discrete:
+            if sde:
+                raise ValueError("config key 'use_sde': state-dependent exploration needs a Box action space")
             self.num_outputs = int(action_space.n)
             self._action_start = int(action_space.start)
         elif isinstance(action_space, gym.spaces.Box):
@@ -130,7 +148,9 @@ class ActorCritic(nn.Module):
             self._action_shape = action_space.shape
             self._low = action_space.low.reshape(-1).astype(np.float32)
             self._high = action_space.high.reshape(-1).astype(np.float32)
-            self.log_std = nn.Parameter(torch.zeros(self.num_outputs))
+            # one log std per action, or with gSDE per (last hidden feature, action)
+            std_shape = (hidden_sizes[-1], self.num_outputs) if sde else (self.num_outputs,)
+            self.log_std = nn.Parameter(torch.zeros(std_shape))
         else:
             raise ValueError(f"action space {action_space} is not supported (Discrete or Box are)")
         self.act_fn = _ACTIVATIONS[activation]
@@ -140,6 +160,8 @@ class ActorCritic(nn.Module):
         self._layers: Any = None  # plain references, see _tensors()
         self._numpy_layers: Any = None
         self._arange = np.arange(0)
+        self._noise: np.ndarray | None = None  # gSDE exploration matrices, one per env (rollouts)
+        self._noise_steps = 0
 
     def reset_parameters(self, generator: torch.Generator) -> None:
         """Orthogonal init as in SB3 and CleanRL: sqrt(2) hidden, 0.01 policy output, 1 value output."""
@@ -162,53 +184,57 @@ class ActorCritic(nn.Module):
             self._layers = list(zip(self.weights, self.biases))
         return self._layers
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(policy outputs: logits or Gaussian means, values) for a (batch, obs_dim) tensor."""
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(policy outputs: logits or Gaussian means, values, the policy's last hidden features)."""
         *hidden, (w_out, b_out) = self._tensors()
         act_fn = self.act_fn
         h = obs.expand(2, *obs.shape)
         for w, b in hidden:
             h = act_fn(torch.baddbmm(b, h, w))
         out = torch.baddbmm(b_out, h, w_out)
-        return out[0], out[1, :, 0]
+        return out[0], out[1, :, 0], h[0]
 
     # -- learner side: log-probabilities (and entropy) of taken actions ---------------------
     def evaluate(
         self, obs: torch.Tensor, actions: torch.Tensor, with_entropy: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """(log pi(actions | obs), entropy or None, V(obs)), differentiable."""
-        pi_out, values = self(obs)
+        pi_out, values, features = self(obs)
         entropy = None
         if self.discrete:
             logp = -nn.functional.cross_entropy(pi_out, actions, reduction="none")  # fused log_softmax + pick
             if with_entropy:
                 logp_all = torch.log_softmax(pi_out, dim=-1)
                 entropy = -(logp_all.exp() * logp_all).sum(-1)
+            return logp, entropy, values
+        if self.sde:  # std(s) = sqrt(phi(s)^2 @ exp(log_std)^2); features not trained through it (SB3)
+            log_std = 0.5 * torch.log(features.detach().pow(2) @ torch.exp(2 * self.log_std) + 1e-6)
         else:
             log_std = self.log_std
-            z = (actions - pi_out) * torch.exp(-log_std)
-            logp = (-0.5 * z.pow(2)).sum(-1) - (log_std.sum() + _LOG_SQRT_2PI * self.num_outputs)
-            if with_entropy:
-                entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum().expand(len(obs))
+        z = (actions - pi_out) * torch.exp(-log_std)
+        logp = (-0.5 * z.pow(2) - log_std).sum(-1) - _LOG_SQRT_2PI * self.num_outputs
+        if with_entropy:
+            entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(len(obs))
         return logp, entropy, values
 
     # -- rollout side: numpy in, numpy out -------------------------------------------------
     def act(
-        self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True
+        self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(env actions, actions, log-probabilities, values) for a batch of encoded observations.
 
         One batched call for all of a worker's envs. With ``inference="numpy"`` (the default)
         the network runs in numpy on zero-copy views of these very torch parameters: for a
         64-wide MLP, torch's per-call dispatch costs as much as stepping CartPole's vectorised
-        env; numpy's calls are cheaper (``benchmarks/sampling.py`` prints both).
+        env; numpy's calls are cheaper (``benchmarks/sampling.py`` prints both). ``new_noise``
+        draws new gSDE exploration matrices first.
         """
         if self.inference == "numpy":
-            pi_out, values = self._forward_numpy(obs)
+            pi_out, values, features = self._forward_numpy(obs)
         else:
             with torch.no_grad():
-                pi_t, values_t = self(torch.from_numpy(obs))
-            pi_out, values = pi_t.numpy(), values_t.numpy()
+                pi_t, values_t, features_t = self(torch.from_numpy(obs))
+            pi_out, values, features = pi_t.numpy(), values_t.numpy(), features_t.numpy()
         if self.discrete:
             if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a Categorical sample
                 actions = (pi_out + rng.gumbel(size=pi_out.shape)).argmax(axis=1)
@@ -216,12 +242,37 @@ class ActorCritic(nn.Module):
                 actions = pi_out.argmax(axis=1)
             logp = pi_out[self._rows(len(pi_out)), actions] - np.logaddexp.reduce(pi_out, axis=1)
             return (actions + self._action_start if self._action_start else actions), actions, logp, values
-        log_std = self.log_std.detach().numpy()
-        eps = rng.standard_normal(pi_out.shape, dtype=np.float32) if explore else np.zeros_like(pi_out)
-        actions = pi_out + np.exp(log_std) * eps
-        logp = (-0.5 * eps * eps - log_std - _LOG_SQRT_2PI).sum(axis=1)
+        log_std_param = self.log_std.detach().numpy()
+        if self.sde:
+            std = np.sqrt(np.square(features) @ np.exp(2 * log_std_param) + 1e-6)
+            if explore:
+                noise = np.matmul(features[:, None, :], self._exploration_matrices(len(obs), rng, new_noise))[:, 0]
+            else:
+                noise = np.zeros_like(pi_out)
+            eps = noise / std
+            log_std = np.log(std)
+        else:
+            log_std = log_std_param
+            eps = rng.standard_normal(pi_out.shape, dtype=np.float32) if explore else np.zeros_like(pi_out)
+            noise = np.exp(log_std) * eps
+        actions = pi_out + noise
+        logp = (-0.5 * eps * eps - log_std).sum(axis=1) - _LOG_SQRT_2PI * self.num_outputs
         env_actions = np.clip(actions, self._low, self._high).reshape((len(obs),) + self._action_shape)
         return env_actions, actions, logp, values
+
+    def begin_fragment(self) -> None:
+        """Called by the rollout worker before each fragment: gSDE draws new noise then (SB3)."""
+        self._noise_steps = 0
+
+    def _exploration_matrices(self, n: int, rng: np.random.Generator, new: bool) -> np.ndarray:
+        """gSDE's per-env W ~ N(0, exp(log_std)^2), redrawn every ``sde_sample_freq`` steps."""
+        if new or self._noise is None or len(self._noise) != n or self._noise_steps == 0 or (
+            self.sde_sample_freq > 0 and self._noise_steps % self.sde_sample_freq == 0
+        ):
+            std = np.exp(self.log_std.detach().numpy())
+            self._noise = (rng.standard_normal((n,) + std.shape) * std).astype(np.float32)
+        self._noise_steps += 1
+        return self._noise
 
     def _rows(self, n: int) -> np.ndarray:
         if len(self._arange) != n:
@@ -234,7 +285,7 @@ class ActorCritic(nn.Module):
         with torch.no_grad():
             return self(torch.from_numpy(obs))[1].numpy()
 
-    def _forward_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _forward_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``forward`` in numpy, on views that share memory with the parameters (always current)."""
         if self._numpy_layers is None:
             self._numpy_layers = [(w.detach().numpy(), b.detach().numpy()) for w, b in self._tensors()]
@@ -247,7 +298,7 @@ class ActorCritic(nn.Module):
             h = act_fn(h, out=h)
         out = np.matmul(h, w_out)
         out += b_out
-        return out[0], out[1, :, 0]
+        return out[0], out[1, :, 0], h[0]
 
     def get_weights(self) -> dict[str, np.ndarray]:
         return {k: v.detach().numpy() for k, v in self.state_dict().items()}
@@ -259,10 +310,16 @@ class ActorCritic(nn.Module):
 
 
 def make_actor_critic(
-    obs_dim: int, action_space: gym.Space, hidden_sizes: list[int], activation: str, inference: str = "numpy"
+    obs_dim: int,
+    action_space: gym.Space,
+    hidden_sizes: list[int],
+    activation: str,
+    inference: str = "numpy",
+    sde: bool = False,
+    sde_sample_freq: int = -1,
 ) -> ActorCritic:
     """What a rollout worker calls to build its copy (weights arrive with its first request)."""
-    return ActorCritic(obs_dim, action_space, hidden_sizes, activation, inference)
+    return ActorCritic(obs_dim, action_space, hidden_sizes, activation, inference, sde, sde_sample_freq)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,7 +375,7 @@ class PPO(DistributedTrainer):
     _name = "PPO"
     _defaults = PPO_DEFAULTS
     _aliases = {"lambda": "lambda_"}
-    _rebuild_keys = DistributedTrainer._rebuild_keys + ("hidden_sizes", "activation")
+    _rebuild_keys = DistributedTrainer._rebuild_keys + ("hidden_sizes", "activation", "use_sde", "sde_sample_freq")
     postprocess = staticmethod(compute_gae)
 
     # -- config ------------------------------------------------------------------------------
@@ -349,6 +406,9 @@ class PPO(DistributedTrainer):
         check(isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(_is_int(s) and s >= 1 for s in sizes),
               "hidden_sizes", "must be a non-empty list of ints >= 1", sizes)
         check(c["activation"] in _ACTIVATIONS, "activation", f"must be one of {sorted(_ACTIVATIONS)}", c["activation"])
+        check(isinstance(c["use_sde"], bool), "use_sde", "must be True or False", c["use_sde"])
+        check(_is_int(c["sde_sample_freq"]) and (c["sde_sample_freq"] == -1 or c["sde_sample_freq"] >= 1),
+              "sde_sample_freq", "must be -1 (once per fragment) or an int >= 1", c["sde_sample_freq"])
         _lr_schedule_points(c["lr_schedule"], c["lr"])  # raises for a bad schedule
 
     # -- building ------------------------------------------------------------------------------
@@ -360,6 +420,8 @@ class PPO(DistributedTrainer):
             "action_space": action_space,
             "hidden_sizes": [int(s) for s in self.cfg["hidden_sizes"]],
             "activation": self.cfg["activation"],
+            "sde": self.cfg["use_sde"],
+            "sde_sample_freq": self.cfg["sde_sample_freq"],
         }
         policy = make_actor_critic(**kwargs)
         self.torch_rng = torch.Generator().manual_seed(self.seed)

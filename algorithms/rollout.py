@@ -275,6 +275,9 @@ class RolloutWorker:
         trunc_buf = np.empty((T, N), dtype=bool)
         actions_buf: np.ndarray | None = None
         obs, identity = self.obs, encode.identity
+        begin_fragment = getattr(policy, "begin_fragment", None)
+        if begin_fragment is not None:
+            begin_fragment()
         # The hot loop: one policy call and one vector-env step per iteration, nothing else.
         with torch.no_grad():
             for t in range(T):

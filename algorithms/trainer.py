@@ -454,7 +454,7 @@ class DistributedTrainer(Trainable):
 
         encoded = ObsEncoder(self.observation_space)(np.asarray(obs))
         rng = np.random.default_rng(seed)
-        env_actions, _, _, _ = self.policy.act(encoded, rng, explore=explore)
+        env_actions, _, _, _ = self.policy.act(encoded, rng, explore=explore, new_noise=True)
         return env_actions
 
     def compute_single_action(self, obs: Any, explore: bool = True, seed: int | None = None) -> Any:

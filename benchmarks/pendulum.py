@@ -2,12 +2,13 @@
 
 Both use rl-zoo's PPO hyperparameters for Pendulum-v1: 4 envs, 1024 steps per env per
 iteration (4096), minibatch 64, 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3, clip 0.2, no entropy
-bonus; ours written with our config keys, the network and the other settings (64x64 tanh,
-vf coeff 0.5, gradient norm 0.5, normalised advantages) are the same defaults on both sides.
-SB3 also uses rl-zoo's gSDE exploration (``use_sde=True, sde_sample_freq=4``; ``--no-sde`` or a
-failure falls back to plain Gaussian exploration, and says so); ours explores with a plain
-state-independent Gaussian. The curve is the mean return of the last 100 completed episodes
-after each 4096-step iteration, the same rule for both (SB3: its Monitor's episodes).
+bonus, gSDE exploration with new noise every 4 steps (``use_sde=True, sde_sample_freq=4``); ours
+written with our config keys. The network and the other settings (64x64 tanh, vf coeff 0.5,
+gradient norm 0.5, normalised advantages, log std initialised at 0) are the same defaults on
+both sides. ``--no-sde``: both explore with a plain state-independent Gaussian instead (if SB3
+fails with gSDE it falls back to that and says so). The curve is the mean return of the last
+100 completed episodes after each 4096-step iteration, the same rule for both (SB3: its
+Monitor's episodes).
 
     python benchmarks/pendulum.py                    # 100k steps, seed 0: a few minutes
     python benchmarks/pendulum.py --steps 50000 --seeds 0,1,2
@@ -39,11 +40,11 @@ OURS = {
 }
 
 
-def run_ours(seed: int, steps: int) -> tuple[list[tuple[int, float]], float]:
+def run_ours(seed: int, steps: int, sde: bool) -> tuple[list[tuple[int, float]], float]:
     from algorithms import PPO
 
     start = time.perf_counter()
-    trainer = PPO(config={**OURS, "seed": seed})
+    trainer = PPO(config={**OURS, "seed": seed, "use_sde": sde, "sde_sample_freq": 4 if sde else -1})
     curve: list[tuple[int, float]] = []
     try:
         while not curve or curve[-1][0] < steps:
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--no-sb3", action="store_true")
-    parser.add_argument("--no-sde", action="store_true", help="SB3 without gSDE")
+    parser.add_argument("--no-sde", action="store_true", help="both without gSDE")
     parser.add_argument("--sb3-threads", type=int, default=1)
     parser.add_argument("--level", type=float, default=-400.0, help="return level for 'steps to reach' (default -400)")
     args = parser.parse_args(argv)
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_curves, sb3_curves, used_sde = [], [], not args.no_sde
     ours_wall, sb3_wall = [], []
     for seed in seeds:
-        curve, wall = run_ours(seed, args.steps)
+        curve, wall = run_ours(seed, args.steps, not args.no_sde)
         ours_curves.append(curve)
         ours_wall.append(wall)
         if sb3:
@@ -137,17 +138,18 @@ def main(argv: list[str] | None = None) -> int:
 
     ours_mean = mean_curve(ours_curves)
     peer_name = f"SB3 rl-zoo ({'gSDE' if used_sde else 'no gSDE'})"
+    ours_name = "ours (gSDE)" if not args.no_sde else "ours"
     print(f"\nPendulum-v1, mean return of the last 100 episodes, mean over seeds {seeds}")
-    print(f"{'env steps':>9}  {'ours':>8}  {peer_name:>22}")
+    print(f"{'env steps':>9}  {ours_name:>12}  {peer_name:>22}")
     peer_mean = mean_curve(sb3_curves) if sb3 else []
     for i, (step, ret) in enumerate(ours_mean):
         peer = f"{peer_mean[i][1]:>22.1f}" if i < len(peer_mean) else f"{'-':>22}"
-        print(f"{step:>9,}  {ret:>8.1f}  {peer}")
+        print(f"{step:>9,}  {ret:>12.1f}  {peer}")
 
     def auc(curve: list[tuple[int, float]]) -> float:
         return statistics.fmean(r for _, r in curve)
 
-    print(f"\nours: final {ours_mean[-1][1]:.1f}, mean over the curve {auc(ours_mean):.1f}, "
+    print(f"\n{ours_name}: final {ours_mean[-1][1]:.1f}, mean over the curve {auc(ours_mean):.1f}, "
           f"steps to {args.level:g}: {steps_to(ours_mean, args.level) or 'not reached'}, "
           f"wall {statistics.fmean(ours_wall):.0f} s")
     if sb3:

@@ -85,6 +85,39 @@ def test_pendulum_continuous_actions_train_and_stay_in_bounds():
         trainer.stop()
 
 
+@pytest.mark.parametrize("env, extra", [
+    ("CartPole-v1", {}), ("Pendulum-v1", {}), ("Pendulum-v1", {"use_sde": True, "sde_sample_freq": 4}),
+])
+def test_rollout_log_probs_and_values_match_the_learner(env, extra):
+    """The numpy forward of the rollouts and the torch one of the learner agree (ratio 1 at first)."""
+    import gymnasium as gym
+
+    from algorithms.ppo import make_actor_critic
+
+    trainer = PPO(config={"env": env, "seed": 0, **SMALL, **extra})
+    try:
+        trainer.train()  # weights away from their init
+        policy = trainer.policy
+        obs = np.random.default_rng(0).normal(size=(32, policy.obs_dim)).astype(np.float32)
+        _, actions, logp, values = policy.act(obs, np.random.default_rng(1))
+        torch_logp, entropy, torch_values = policy.evaluate(torch.from_numpy(obs), torch.from_numpy(actions))
+        np.testing.assert_allclose(torch_logp.detach().numpy(), logp, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(torch_values.detach().numpy(), values, rtol=1e-4, atol=1e-4)
+        twin = make_actor_critic(policy.obs_dim, gym.make(env).action_space, [64, 64], "tanh", inference="torch",
+                                 sde=policy.sde, sde_sample_freq=policy.sde_sample_freq)
+        twin.load_weights(policy.get_weights())
+        _, actions_t, logp_t, _ = twin.act(obs, np.random.default_rng(1))
+        np.testing.assert_allclose(actions_t, actions, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(logp_t, logp, rtol=1e-4, atol=1e-4)
+    finally:
+        trainer.stop()
+
+
+def test_sde_needs_box_actions():
+    with pytest.raises(ValueError, match="'use_sde'"):
+        PPO(config={"env": "CartPole-v1", "use_sde": True, **SMALL})
+
+
 # -- checkpoints and reset_config -------------------------------------------------------------
 def test_checkpoint_round_trip_gives_the_same_actions(tmp_path):
     config = {"env": "CartPole-v1", "seed": 3, **SMALL}
