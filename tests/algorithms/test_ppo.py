@@ -236,3 +236,6 @@ def test_ppo_trials_with_rollout_actors_share_the_machine_in_tune_run(tmp_path):
     df = analysis.results_df
     assert len(df) == 4 and df["env_steps_total"].gt(0).all()
     assert set(df["num_worker_restarts"]) == {0}
+    with pytest.raises(ValueError, match="unknown key 'learning_rate'"):  # before any trial starts
+        tune.run("PPO", config={"env": "CartPole-v1", "learning_rate": 1e-3}, stop={"training_iteration": 1},
+                 storage_path=str(tmp_path), name="ppo_bad_key", verbose=0)

@@ -50,6 +50,7 @@ def sweep(storage: str, name: str, scheduler: str, log: str, resume: bool = Fals
         scheduler=sched,
         resources_per_trial={"cpu": 0.5},
         max_concurrent_trials=3,
+        max_failures=2,  # an actor lost while Ray cleans up after the killed driver is retried
         seed=11,
         storage_path=storage,
         name=name,
