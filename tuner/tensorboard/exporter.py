@@ -21,8 +21,9 @@ Trials never write TensorBoard files: the driver does, so trials on remote nodes
   started afterwards, and at the end of the sweep; an identical summary is not rewritten.
 
 The hooks only queue what they are given: one export thread of the driver builds and writes the
-summaries, so a result waits on no file before the scheduler's decision. Files are flushed every
-``flush_secs`` by each writer's thread and at each trial's end; ``on_experiment_end`` waits until
+summaries, so a result waits on no file before the scheduler's decision. That thread buffers what it
+writes and flushes it whenever it has nothing queued (at the latest every ``flush_secs`` while
+results keep coming), and at each trial's end; ``on_experiment_end`` waits until
 everything is written. On a resume (``setup(resumed=True)``) the logdir is read back: trials that
 have a session get no second session start, steps already written are not written again, a failed
 trial that runs again loses its old session end, and the experiment summary keeps its creation time
@@ -52,6 +53,7 @@ logger = logging.getLogger(__name__)
 
 #: Result keys that are bookkeeping, not metrics (unless one is the tune metric).
 NOT_METRICS = frozenset({"timestamp", "done", "trial_id", "iterations_since_restore", "pid"})
+_PLAIN_NUMBERS = (float, int, bool)  # checked before the slower isinstance(numbers.Real)
 #: The experiment summary is first written when a trial ends or this long after the first result.
 ROOT_DELAY_S = 60.0
 #: A changed experiment summary is rewritten at most this often while results come in.
@@ -138,7 +140,11 @@ class TensorBoardExporter(Callback):
     def _work(self) -> None:
         failed: set[str] = set()
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:  # idle: what is buffered goes to disk now, so the export stays live
+                self._flush_all()
+                item = self._queue.get()
             if item is None:
                 break
             fn, args = item
@@ -216,7 +222,8 @@ class TensorBoardExporter(Callback):
         values = []
         metrics = self._metrics
         for key, value in flat.items():
-            if not isinstance(value, numbers.Real) or ((key in NOT_METRICS or key[:1] == "_") and key != self._metric):
+            if (type(value) not in _PLAIN_NUMBERS and not isinstance(value, numbers.Real)) or (
+                    (key in NOT_METRICS or key[:1] == "_") and key != self._metric):
                 continue
             values.append((key, float(value)))
             if key not in metrics:
@@ -293,6 +300,10 @@ class TensorBoardExporter(Callback):
                 self._close_writer(old)
         writer = self._writers[name] = files.RunWriter(self.logdir / name, self._flush_secs)
         return writer
+
+    def _flush_all(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
 
     def _close_writer(self, name: str) -> None:
         writer = self._writers.pop(name, None)
