@@ -89,3 +89,22 @@ def test_experiment_summary_follows_new_metrics_and_hparams(tmp_path):
     assert sessions["t1"]["metrics"]["score"] == (4, 9.0) and sessions["t2"]["metrics"]["score"] == (3, 5.0)
     assert "text" not in sessions["t0"]["metrics"] and "timestamp" not in sessions["t0"]["metrics"]
     check_domains(experiment, sessions)
+
+
+def test_run_writer_files_pass_tensorboards_checksums(tmp_path):
+    """Records framed by RunWriter (C CRC-32C) read back through TensorBoard's own loader, which
+    checks every checksum, and the CRC agrees with TensorBoard's pure-Python one."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference
+
+    for data in (b"", b"a", bytes(range(256)) * 3):
+        assert files.masked_crc32c(data) == reference(data)
+    run = files.RunWriter(tmp_path / "t0", flush_secs=60)
+    for step in range(1, 4):
+        run.add(summaries.scalars_event([("score", float(step))], step, 0.0, run.tags_with_metadata))
+    assert [p.stat().st_size for p in files.event_files(tmp_path / "t0")] != [0]  # file_version is on disk
+    run.close()
+    (path,) = files.event_files(tmp_path / "t0")
+    records = list(RawEventFileLoader(str(path), detect_file_replacement=False).Load())
+    assert len(records) == 4  # file_version, then the three steps
+    assert [e.step for e in files.read_events(path)] == [0, 1, 2, 3]
