@@ -430,8 +430,7 @@ class PPO(DistributedTrainer):
 
     def build_learner(self) -> None:
         self._params = list(self.policy.parameters())
-        # fused: one kernel for all parameters instead of ~10 torch calls per parameter.
-        self.optimizer = torch.optim.Adam(self._params, lr=self.cfg["lr"], eps=1e-5, fused=True)
+        self.optimizer = FlatAdam(self._params, lr=self.cfg["lr"], eps=1e-5)
 
     def postprocess_kwargs(self) -> dict[str, Any]:
         return {"gamma": float(self.cfg["gamma"]), "lambda_": float(self.cfg["lambda_"])}
@@ -442,9 +441,7 @@ class PPO(DistributedTrainer):
         return float(np.interp(self.env_steps_total, steps, lrs))
 
     def _apply_lr(self) -> None:
-        lr = self.current_lr()
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.optimizer.lr = self.current_lr()
 
     # -- the PPO update ---------------------------------------------------------------------------
     def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
@@ -460,37 +457,43 @@ class PPO(DistributedTrainer):
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         n = len(obs)
         num_minibatches = max(1, round(n / c["minibatch_size"]))
-        params = self._params
+        # Each epoch gathers the batch once in a random order; minibatches are then contiguous
+        # slices (views), not six gathers each. Actions ride along as float columns (exact for
+        # discrete actions) and are cast back per minibatch.
+        discrete = self.policy.discrete
+        columns = [obs, actions.reshape(n, -1).to(obs.dtype), old_logp[:, None], old_values[:, None],
+                   returns[:, None], advantages[:, None]]
+        widths = [col.shape[1] for col in columns]
+        table = torch.cat(columns, dim=1)
+        bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
+        optimizer, params = self.optimizer, self._params
         policy_losses: list[torch.Tensor] = []
         vf_losses: list[torch.Tensor] = []
         kl_and_clip: list[torch.Tensor] = []
         for epoch in range(c["num_epochs"]):
             last_epoch = epoch == c["num_epochs"] - 1
-            for idx in torch.randperm(n, generator=self.torch_rng).tensor_split(num_minibatches):
-                logp, entropy, values = self.policy.evaluate(obs[idx], actions[idx], with_entropy=ent_coeff > 0)
-                adv = advantages[idx]
-                log_ratio = logp - old_logp[idx]
+            shuffled = table[torch.randperm(n, generator=self.torch_rng)]
+            for start, stop in zip(bounds[:-1], bounds[1:]):
+                mb_obs, mb_actions, mb_old_logp, mb_old_values, target, adv = shuffled[start:stop].split(widths, 1)
+                mb_actions = mb_actions[:, 0].long() if discrete else mb_actions.reshape((stop - start,) + actions.shape[1:])
+                logp, entropy, values = self.policy.evaluate(mb_obs, mb_actions, with_entropy=ent_coeff > 0)
+                adv, target = adv[:, 0], target[:, 0]
+                log_ratio = logp - mb_old_logp[:, 0]
                 ratio = log_ratio.exp()
                 # The clipped surrogate: -min(r A, clip(r) A), averaged.
                 policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-                target = returns[idx]
                 if vf_clip is None:
                     vf_loss = 0.5 * nn.functional.mse_loss(values, target)
                 else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
-                    v_old = old_values[idx]
+                    v_old = mb_old_values[:, 0]
                     v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
                     vf_loss = 0.5 * torch.max((values - target).pow(2), (v_clipped - target).pow(2)).mean()
                 loss = policy_loss + vf_coeff * vf_loss
                 if entropy is not None:
                     entropy_mean = entropy.mean()
                     loss = loss - ent_coeff * entropy_mean
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if max_grad_norm is not None:
-                    grads = [p.grad for p in params if p.grad is not None]
-                    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-                    torch._foreach_mul_(grads, (max_grad_norm / (norm + 1e-6)).clamp_(max=1.0))
-                self.optimizer.step()
+                optimizer.step(torch.autograd.grad(loss, params, allow_unused=True, materialize_grads=True),
+                               max_grad_norm)
                 policy_losses.append(policy_loss.detach())
                 vf_losses.append(vf_loss.detach())
                 if last_epoch:  # how far the policy moved, measured during the final pass
@@ -507,16 +510,19 @@ class PPO(DistributedTrainer):
             "entropy": float(entropy.mean()),
             "approx_kl": approx_kl,
             "clip_fraction": clip_fraction,
-            "cur_lr": self.optimizer.param_groups[0]["lr"],
+            "cur_lr": self.optimizer.lr,
             "num_sgd_updates": len(policy_losses),
         }
 
     # -- state ------------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer.state_dict(), "torch_rng": self.torch_rng.get_state()}
+        return {"adam": self.optimizer.state_dict(), "torch_rng": self.torch_rng.get_state()}
 
     def load_learner_state(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "adam" in state:
+            self.optimizer.load_state_dict(state["adam"])
+        else:  # a checkpoint written with torch.optim.Adam (before FlatAdam)
+            self.optimizer.load_torch_adam_state(state["optimizer"])
         self.torch_rng.set_state(state["torch_rng"])
         self._apply_lr()  # our config's lr (and schedule) wins over the one saved with the optimiser
 
@@ -524,6 +530,68 @@ class PPO(DistributedTrainer):
         # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at
         # every iteration; the learning rate lives in the optimiser too.
         self._apply_lr()
+
+
+class FlatAdam:
+    """Adam (Kingma & Ba 2015, as ``torch.optim.Adam`` without weight decay or amsgrad) over
+    parameters that it re-homes as views of one flat buffer.
+
+    :meth:`step` takes the gradients (``torch.autograd.grad``'s list), concatenates them, clips
+    their global norm and updates every parameter with a handful of whole-buffer calls: for a
+    64-wide network the per-call cost is the update's cost. It also keeps ``torch.optim`` out of
+    a trial: building a ``torch.optim`` optimiser imports ``torch._dynamo``, over a second at
+    each trial actor's start. The parameters' storage moves to the flat buffer (``p.data`` is
+    a view of it), so anything holding a view of a parameter must take it after this is built.
+    """
+
+    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.params = list(params)
+        self.lr, self.betas, self.eps = float(lr), betas, float(eps)
+        total = sum(p.numel() for p in self.params)
+        self.flat = torch.empty(total, dtype=torch.float32)
+        offset = 0
+        for p in self.params:
+            size = p.numel()
+            self.flat[offset:offset + size].copy_(p.detach().reshape(-1))
+            p.data = self.flat[offset:offset + size].view_as(p)
+            offset += size
+        self.exp_avg = torch.zeros(total)
+        self.exp_avg_sq = torch.zeros(total)
+        self.steps = 0
+
+    def step(self, grads: tuple[torch.Tensor, ...] | list[torch.Tensor], max_grad_norm: float | None = None) -> None:
+        grad = torch.cat([g.reshape(-1) for g in grads])
+        if max_grad_norm is not None:  # clip the global norm, as torch.nn.utils.clip_grad_norm_
+            grad.mul_((max_grad_norm / (torch.linalg.vector_norm(grad) + 1e-6)).clamp_(max=1.0))
+        beta1, beta2 = self.betas
+        self.steps += 1
+        self.exp_avg.lerp_(grad, 1 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denom = self.exp_avg_sq.sqrt().div_(math.sqrt(1 - beta2 ** self.steps)).add_(self.eps)
+        self.flat.data.addcdiv_(self.exp_avg, denom, value=-self.lr / (1 - beta1 ** self.steps))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(),
+                "lr": self.lr, "betas": list(self.betas), "eps": self.eps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["exp_avg"].shape != self.exp_avg.shape:
+            raise ValueError(f"optimiser state for {state['exp_avg'].numel()} parameters, "
+                             f"this network has {self.exp_avg.numel()}")
+        self.steps = int(state["steps"])
+        self.exp_avg.copy_(state["exp_avg"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        self.lr, self.betas, self.eps = float(state["lr"]), tuple(state["betas"]), float(state["eps"])
+
+    def load_torch_adam_state(self, state: dict[str, Any]) -> None:
+        """Adopt a ``torch.optim.Adam`` state_dict over the same parameters, in the same order."""
+        per_param = [state["state"].get(i) for i in range(len(self.params))]
+        if any(entry is None for entry in per_param):  # never stepped
+            return
+        self.exp_avg.copy_(torch.cat([e["exp_avg"].reshape(-1) for e in per_param]))
+        self.exp_avg_sq.copy_(torch.cat([e["exp_avg_sq"].reshape(-1) for e in per_param]))
+        self.steps = int(float(per_param[0]["step"]))
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:

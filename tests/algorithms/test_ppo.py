@@ -137,8 +137,10 @@ def test_checkpoint_round_trip_gives_the_same_actions(tmp_path):
         assert b.window.metrics() == a.window.metrics()
         for pa, pb in zip(a.policy.parameters(), b.policy.parameters()):
             torch.testing.assert_close(pa, pb)
-        sa, sb = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
-        torch.testing.assert_close(sa[0]["exp_avg"], sb[0]["exp_avg"])
+        sa, sb = a.optimizer.state_dict(), b.optimizer.state_dict()
+        torch.testing.assert_close(sa["exp_avg"], sb["exp_avg"])
+        torch.testing.assert_close(sa["exp_avg_sq"], sb["exp_avg_sq"])
+        assert sa["steps"] == sb["steps"] > 0
         assert b.train()["env_steps_total"] > a.env_steps_total  # and it trains on
     finally:
         a.stop()
@@ -152,13 +154,13 @@ def test_reset_config_applies_lr_entropy_clip_in_place_and_refuses_structural_ch
         trainer.train()
         donor = trainer.save(str(tmp_path / "donor"))  # its optimizer state holds lr 1e-3
         assert trainer.reset_config({**config, "lr": 5e-4, "entropy_coeff": 0.01, "clip_param": 0.1, "gamma": 0.98})
-        assert [g["lr"] for g in trainer.optimizer.param_groups] == [5e-4]
+        assert trainer.optimizer.lr == 5e-4
         assert trainer.cfg["entropy_coeff"] == 0.01 and trainer.cfg["clip_param"] == 0.1
         assert trainer.train()["cur_lr"] == 5e-4
         # PBT exploit: restore the donor, then the new config wins over the donor's optimizer state.
         trainer.restore(donor)
         assert trainer.reset_config({**config, "lr": 2e-4})
-        assert [g["lr"] for g in trainer.optimizer.param_groups] == [2e-4]
+        assert trainer.optimizer.lr == 2e-4
         assert trainer.reset_config({**config, "lr": 2e-4, "lr_schedule": ("linear", 10_000)})
         assert trainer.current_lr() < 2e-4
         assert trainer.reset_config({**config, "hidden_sizes": [32, 32]}) is False
@@ -239,3 +241,30 @@ def test_ppo_trials_with_rollout_actors_share_the_machine_in_tune_run(tmp_path):
     with pytest.raises(ValueError, match="unknown key 'learning_rate'"):  # before any trial starts
         tune.run("PPO", config={"env": "CartPole-v1", "learning_rate": 1e-3}, stop={"training_iteration": 1},
                  storage_path=str(tmp_path), name="ppo_bad_key", verbose=0)
+
+
+def test_flat_adam_matches_torch_adam_with_clipping():
+    """FlatAdam is torch.optim.Adam (+ clip_grad_norm_) on a flat buffer, step for step."""
+    from algorithms.ppo import FlatAdam
+
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(2, 4, 8), (2, 1, 8), (3,)]
+    ours = [torch.randn(s, generator=gen, requires_grad=True) for s in shapes]
+    theirs = [p.detach().clone().requires_grad_(True) for p in ours]
+    flat = FlatAdam(ours, lr=1e-2, eps=1e-5)
+    reference = torch.optim.Adam(theirs, lr=1e-2, eps=1e-5)
+    for step in range(5):
+        data = torch.randn(8, generator=gen)
+        loss_ours = sum((p * (k + 1)).sum() * data.sum() ** 2 for k, p in enumerate(ours))
+        flat.step(torch.autograd.grad(loss_ours, ours), max_grad_norm=0.5)
+        reference.zero_grad()
+        sum((p * (k + 1)).sum() * data.sum() ** 2 for k, p in enumerate(theirs)).backward()
+        torch.nn.utils.clip_grad_norm_(theirs, 0.5)
+        reference.step()
+        for a, b in zip(ours, theirs):
+            torch.testing.assert_close(a, b)
+    # a torch.optim.Adam state (checkpoints written before FlatAdam) is adopted as it is
+    other = FlatAdam([p.detach().clone() for p in theirs], lr=1e-2, eps=1e-5)
+    other.load_torch_adam_state(reference.state_dict())
+    torch.testing.assert_close(other.exp_avg_sq, flat.exp_avg_sq)
+    assert other.steps == flat.steps == 5
