@@ -1,0 +1,34 @@
+"""Function trainables that the CLI tests name in their specs (``tests.tuner.cli.cli_trainables:...``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from tuner import tune
+
+
+def quadratic(config):
+    """Score -(x - 0.7)^2 * i over ``iterations`` steps; raises at once when ``fail`` is true."""
+    if config.get("fail"):
+        raise RuntimeError("this trial was told to fail")
+    for i in range(1, config.get("iterations", 6) + 1):
+        time.sleep(config.get("sleep", 0.0))
+        tune.report({"score": -((config["x"] - 0.7) ** 2) * i, "step": i})
+
+
+def checkpointed(config):
+    """``iterations`` slow steps with a checkpoint each; restarts from its last checkpoint."""
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "state.json")) as f:
+            start = json.load(f)["i"]
+    for i in range(start + 1, config["iterations"] + 1):
+        time.sleep(config["sleep"])
+        directory = os.path.join(tune.get_context().get_trial_dir(), f"checkpoint_{i:04d}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "state.json"), "w") as f:
+            json.dump({"i": i}, f)
+        tune.report({"score": config["x"] * i}, checkpoint=tune.Checkpoint.from_directory(directory))

@@ -1,0 +1,89 @@
+"""The CLI under test: ``python -m tuner.cli`` in a subprocess that joins the session's Ray, and one
+real sweep (run once per session) that every verb is run against."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+REAL_SPEC = """\
+description: the sweep the verb tests query; trial 0 fails on purpose
+trainable: tests.tuner.cli.cli_trainables:quadratic
+metric: score
+mode: max
+num_samples: 5
+seed: 3
+search:
+  type: random
+  points_to_evaluate: [{x: 0.5, fail: true}]
+scheduler: {type: asha, grace_period: 2, max_t: 6, reduction_factor: 2}
+resources: {cpu: 0.5}
+max_concurrent_trials: 2
+config:
+  x: {uniform: [0, 1]}
+  fail: false
+  iterations: 6
+  sleep: 0.02
+"""
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a CLI subprocess: this checkout importable, no storage path inherited."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TUNER_STORAGE_PATH", "RAY_ADDRESS")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+    """Run ``tuner ARGS`` (as ``python -m tuner.cli``) from the repository root; past ``timeout`` it
+    is killed and comes back with returncode None and what it printed so far."""
+    command = [sys.executable, "-m", "tuner.cli", *args]
+    try:
+        return subprocess.run(command, cwd=ROOT, env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
+        return subprocess.CompletedProcess(command, None, text[0], text[1] + f"\n[killed after {timeout} s]")
+
+
+def cli_popen(*args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=cli_env(**env), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+
+
+@dataclasses.dataclass
+class RealSweep:
+    storage: Path
+    name: str
+    spec: Path
+    proc: subprocess.CompletedProcess
+
+    @property
+    def run_dir(self) -> Path:
+        return self.storage / self.name
+
+
+@pytest.fixture(scope="session")
+def ray_address(ray_session) -> str:
+    """The session Ray's address: CLI subprocesses join it instead of starting their own."""
+    return ray_session.get_runtime_context().gcs_address
+
+
+@pytest.fixture(scope="session")
+def real_sweep(tmp_path_factory, ray_address) -> RealSweep:
+    """One real `tuner sweep` run as a subprocess: 6 trials of a function trainable with ASHA,
+    trial 0 failing (so the sweep exits 1)."""
+    storage = tmp_path_factory.mktemp("cli_storage")
+    spec = storage.parent / "real_sweep.yaml"
+    spec.write_text(REAL_SPEC)
+    proc = cli("sweep", str(spec), "--name", "real", "--address", ray_address, "--set", f"storage_path={storage}")
+    return RealSweep(storage=storage, name="real", spec=spec, proc=proc)

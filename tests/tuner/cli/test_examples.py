@@ -1,0 +1,57 @@
+"""Every YAML spec in examples/ runs through `tuner sweep`, its budget cut with --set overrides."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import ROOT
+from tuner.cli import main
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+SMALL_PPO = [
+    "config.train_batch_size=256", "config.minibatch_size=128", "config.num_envs_per_worker=4",
+    "config.num_epochs=2",
+]
+# spec -> (overrides, trials expected, the scheduler's key words)
+EXAMPLES = {
+    "ppo_cartpole_asha.yaml": (
+        [*SMALL_PPO, "num_samples=2", "scheduler.grace_period=256", "scheduler.max_t=768", "stop.env_steps_total=768"],
+        2,
+    ),
+    "ppo_cartpole_pbt.yaml": (
+        [*SMALL_PPO, "num_samples=2", "scheduler.perturbation_interval=512", "scheduler.quantile_fraction=0.5",
+         "stop.env_steps_total=1024"],
+        2,
+    ),
+    "grid_sweep.yaml": ([*SMALL_PPO, "config.lr={grid: [1e-3, 2.5e-3]}", "stop.env_steps_total=512"], 2),
+    "function_sweep.yaml": (["num_samples=1"], 4),
+}
+
+
+def test_every_example_spec_is_covered():
+    assert sorted(p.name for p in (ROOT / "examples").glob("*.yaml")) == sorted(EXAMPLES)
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_example_runs_with_a_reduced_budget(example, tmp_path, monkeypatch, capsys):
+    overrides, n_trials = EXAMPLES[example]
+    monkeypatch.chdir(ROOT)
+    argv = ["sweep", str(ROOT / "examples" / example), "--name", "ex", "--progress", "plain",
+            "--set", f"storage_path={tmp_path}"]
+    for override in overrides:
+        argv += ["--set", override]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert f"sweep ex: {n_trials} trials ({n_trials} TERMINATED)" in out
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'ex' / 'tuner.db'}")
+    try:
+        with engine.connect() as conn:
+            statuses = conn.execute(sa.text("SELECT status FROM trials")).scalars().all()
+            results = conn.execute(sa.text("SELECT COUNT(*) FROM results")).scalar_one()
+    finally:
+        engine.dispose()
+    assert statuses == ["TERMINATED"] * n_trials and results >= n_trials
+    assert (tmp_path / "ex" / "sweep.yaml").exists()

@@ -1,0 +1,80 @@
+"""Ctrl-C (SIGINT) during `tuner sweep` leaves a sweep that `tuner resume` finishes."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from tests.tuner.cli.conftest import cli, cli_popen
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+ITERATIONS = 8
+SPEC = f"""\
+trainable: tests.tuner.cli.cli_trainables:checkpointed
+metric: score
+mode: max
+num_samples: 4
+seed: 0
+resources: {{cpu: 0.5}}
+max_concurrent_trials: 2
+config:
+  x: {{uniform: [0, 1]}}
+  iterations: {ITERATIONS}
+  sleep: 0.25
+"""
+
+
+def _query(db, sql):
+    engine = sa.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(sql)).all()
+    except sa.exc.OperationalError:  # not created yet
+        return []
+    finally:
+        engine.dispose()
+
+
+def test_sigint_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    storage = tmp_path / "results"
+    db = storage / "intr" / "tuner.db"
+    proc = cli_popen("sweep", str(spec), "--name", "intr", "--address", ray_address, "--set",
+                     f"storage_path={storage}")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if db.exists() and _query(db, "SELECT COUNT(*) FROM results")[:1] >= [(3,)]:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be interrupted: " + proc.communicate()[1]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    assert f"sweep 'intr' is saved and resumable: tuner resume intr --storage-path {storage}" in err
+
+    assert _query(db, "SELECT status FROM experiments") == [("INTERRUPTED",)]
+    # the trials Ctrl-C interrupted are on record as unfinished (RUNNING: resumed from their checkpoint)
+    last = dict(_query(db, "SELECT trial_id, MAX(iteration) FROM results GROUP BY trial_id"))
+    statuses = dict(_query(db, "SELECT trial_id, status FROM trials"))
+    assert any(status != "TERMINATED" for status in statuses.values()), statuses
+    assert all(last.get(t) == ITERATIONS for t, status in statuses.items() if status == "TERMINATED")
+
+    proc = cli("resume", "intr", "--storage-path", str(storage), "--address", ray_address)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sweep intr (score, max): resumed" in proc.stdout
+    assert "sweep intr: 4 trials (4 TERMINATED)" in proc.stdout
+    assert _query(db, "SELECT status FROM experiments") == [("TERMINATED",)]
+    per_trial = _query(db, "SELECT trial_id, COUNT(*), MIN(iteration), MAX(iteration) FROM results GROUP BY trial_id")
+    assert len(per_trial) == 4
+    assert all(row[1:] == (ITERATIONS, 1, ITERATIONS) for row in per_trial), per_trial

@@ -1,0 +1,170 @@
+"""Every verb as a subprocess against one real sweep (see conftest.real_sweep)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import ROOT
+from tests.tuner.cli.conftest import cli, cli_env
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def _rows(db, sql):
+    engine = sa.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(sql)).all()
+    finally:
+        engine.dispose()
+
+
+def test_sweep_runs_and_exits_1_when_a_trial_failed(real_sweep):
+    proc = real_sweep.proc
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    # plain lines, since stdout is not a terminal: trial starts and ends, a final status line, the best
+    assert "sweep real (score, max): started" in proc.stdout
+    assert "RUNNING x=" in proc.stdout and "TERMINATED after" in proc.stdout and "ERROR after" in proc.stdout
+    assert "best score=" in proc.stdout and "results/s" in proc.stdout
+    assert "tuner: 1 trial(s) failed" in proc.stderr
+    statuses = dict(_rows(real_sweep.run_dir / "tuner.db", "SELECT status, COUNT(*) FROM trials GROUP BY status"))
+    assert statuses == {"ERROR": 1, "TERMINATED": 5}
+    assert (real_sweep.run_dir / "sweep.yaml").exists()
+
+
+def test_ls_lists_the_sweep_with_its_trial_counts(real_sweep):
+    proc = cli("ls", "--storage-path", str(real_sweep.storage))
+    assert proc.returncode == 0, proc.stderr
+    header, line = proc.stdout.strip().splitlines()
+    assert header.split() == ["NAME", "STATUS", "TRIALS", "BEST", "CREATED"]
+    assert line.startswith("real ") and "TERMINATED" in line and "6 (1 ERROR, 5 TERMINATED)" in line
+    assert "score=" in line
+    # the storage path can also come from the environment
+    assert "real" in cli("ls", TUNER_STORAGE_PATH=str(real_sweep.storage)).stdout
+
+
+def test_show_prints_trials_status_errors_and_best(real_sweep):
+    proc = cli("show", "real", "--storage-path", str(real_sweep.storage))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "status       TERMINATED" in out and "metric       score (max)" in out
+    assert "trials       6: 1 ERROR, 5 TERMINATED" in out
+    table = out.split("\n\n")[1].splitlines()
+    assert table[0].split()[:4] == ["TRIAL", "STATUS", "ITER", "score"] and "x" in table[0].split()
+    assert len(table) == 7
+    assert sum("this trial was told to fail" in row for row in table) == 1
+    assert "best: " in out and '"x": ' in out
+    # by path, too
+    by_path = cli("show", str(real_sweep.run_dir))
+    assert by_path.returncode == 0 and by_path.stdout == out
+
+
+def test_best_text_and_json_agree_with_the_store(real_sweep):
+    proc = cli("best", "real", "--json", "--storage-path", str(real_sweep.storage))
+    assert proc.returncode == 0, proc.stderr
+    best = json.loads(proc.stdout)
+    rows = _rows(real_sweep.run_dir / "tuner.db", "SELECT trial_id, metric_value FROM trials WHERE status='TERMINATED'")
+    top = max(rows, key=lambda r: r[1])
+    assert best["trial_id"] == top[0] and best["value"] == pytest.approx(top[1])
+    assert best["metric"] == "score" and best["mode"] == "max" and set(best["config"]) >= {"x", "fail"}
+    text = cli("best", "real", "--storage-path", str(real_sweep.storage))
+    assert text.returncode == 0
+    assert text.stdout.startswith(f"best trial: {top[0]} (TERMINATED), score=")
+    assert f"  x: {best['config']['x']}" in text.stdout
+
+
+def test_export_csv_and_json_hold_every_result(real_sweep):
+    n_results = _rows(real_sweep.run_dir / "tuner.db", "SELECT COUNT(*) FROM results")[0][0]
+    proc = cli("export", "real", "--format", "csv", "--storage-path", str(real_sweep.storage))
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert len(rows) == n_results > 0
+    assert {"trial_id", "training_iteration", "score", "config/x"} <= set(rows[0])
+    proc = cli("export", "real", "--format", "json", "--what", "trials", "--storage-path", str(real_sweep.storage))
+    assert proc.returncode == 0, proc.stderr
+    trials = json.loads(proc.stdout)
+    assert len(trials) == 6 and {t["status"] for t in trials} == {"ERROR", "TERMINATED"}
+
+
+def test_resume_of_a_finished_sweep_runs_nothing_again(real_sweep, ray_address):
+    db = real_sweep.run_dir / "tuner.db"
+    before = _rows(db, "SELECT COUNT(*) FROM results")[0][0]
+    proc = cli("resume", "real", "--storage-path", str(real_sweep.storage), "--address", ray_address)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # its failed trial is still failed
+    assert "sweep real (score, max): resumed" in proc.stdout
+    assert _rows(db, "SELECT COUNT(*) FROM results")[0][0] == before
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tensorboard_serves_the_sweep_and_rebuilds_a_missing_logdir(real_sweep, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(real_sweep.run_dir, run_dir / "real")  # a copy whose logdir we delete
+    shutil.rmtree(run_dir / "real" / "tensorboard")
+    port = _free_port()
+    log = open(tmp_path / "tb.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", "tensorboard", str(run_dir / "real"), "--port", str(port)],
+        cwd=ROOT, env=cli_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        runs = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "tb.log").read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
+                    runs = json.loads(response.read())
+                if len([r for r in runs if r != "."]) == 6:
+                    break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.3)
+        assert runs is not None and len([r for r in runs if r != "."]) == 6, (tmp_path / "tb.log").read_text()
+        text = (tmp_path / "tb.log").read_text()
+        assert "rebuilding the TensorBoard logdir" in text and f"http://127.0.0.1:{port}/" in text
+        assert (run_dir / "real" / "tensorboard").is_dir()
+    finally:
+        try:
+            os.killpg(server.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+def test_resume_errored_only_retries_the_failed_trial(real_sweep, ray_address, tmp_path):
+    import shutil
+
+    copy = tmp_path / "real"
+    shutil.copytree(real_sweep.run_dir, copy, ignore=shutil.ignore_patterns(".driver.lock"))
+    before = dict(_rows(copy / "tuner.db", "SELECT trial_id, num_failures FROM trials WHERE status = 'ERROR'"))
+    proc = cli("resume", str(copy), "--errored-only", "--address", ray_address)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # it fails again, on purpose
+    assert "ERROR after" in proc.stdout and "tuner: 1 trial(s) failed" in proc.stderr
+    after = dict(_rows(copy / "tuner.db", "SELECT trial_id, num_failures FROM trials WHERE status = 'ERROR'"))
+    assert list(after) == list(before) and all(after[t] >= 1 for t in after)
+    assert _rows(real_sweep.run_dir / "tuner.db", "SELECT COUNT(*) FROM trials")[0][0] == 6  # the original untouched

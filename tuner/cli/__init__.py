@@ -1,0 +1,142 @@
+"""The ``tuner`` command line: run sweeps from YAML specs and query them.
+
+    tuner sweep SPEC.yaml [--name N] [--address RAY] [--database-url URL] [--set key=value ...]
+    tuner resume NAME
+    tuner ls
+    tuner show NAME
+    tuner best NAME [--json]
+    tuner export NAME --format csv|json
+    tuner tensorboard NAME
+
+Exit codes: 0 success, 1 trials failed (or a runtime error), 2 a bad spec or flag (one line on
+stderr, nothing run or written), 130 interrupted by Ctrl-C (the sweep is left resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from tuner.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CLIError
+
+EPILOG = ("exit codes: 0 success, 1 trials failed, 2 bad spec or flag, 130 interrupted (resumable). "
+          "Sweeps live in --storage-path (default $TUNER_STORAGE_PATH or ~/tuner_results).")
+
+
+def _sweep_location(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage-path", metavar="DIR",
+                        help="where sweeps are stored (default: $TUNER_STORAGE_PATH or ~/tuner_results)")
+    parser.add_argument("--database-url", metavar="URL",
+                        help="the sweep's database, when it is not the SQLite file in its run directory")
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", metavar="RAY_ADDRESS",
+                        help="join this Ray cluster (default: $RAY_ADDRESS, else start a local Ray)")
+    parser.add_argument("--progress", choices=("auto", "live", "plain", "none"), default="auto",
+                        help="live table on a terminal, plain lines otherwise (default: auto)")
+
+
+def _add_run_verbs(verbs: Any) -> None:
+    sweep = verbs.add_parser("sweep", help="run a sweep from a YAML spec", epilog=EPILOG)
+    sweep.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec (see examples/*.yaml)")
+    sweep.add_argument("--name", help="the sweep's name (default: the spec's name, else the file's name and the time)")
+    sweep.add_argument("--database-url", metavar="URL", help="store the sweep in this database (SQLAlchemy URL)")
+    sweep.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                       help="override a spec key (dotted path, YAML value), e.g. --set num_samples=2 "
+                            "--set scheduler.max_t=10; repeatable")
+    _run_options(sweep)
+    sweep.set_defaults(handler="tuner.cli.sweep_cmd:cmd_sweep")
+
+    resume = verbs.add_parser("resume", help="continue an interrupted sweep", epilog=EPILOG)
+    resume.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    _sweep_location(resume)
+    resume.add_argument("--errored-only", action="store_true", help="also retry the trials that failed")
+    _run_options(resume)
+    resume.set_defaults(handler="tuner.cli.sweep_cmd:cmd_resume")
+
+
+def _add_query_verbs(verbs: Any) -> None:
+    ls = verbs.add_parser("ls", help="list sweeps with their trial counts")
+    _sweep_location(ls)
+    ls.set_defaults(handler="tuner.cli.query_cmd:cmd_ls")
+
+    show = verbs.add_parser("show", help="a sweep's trials, status and best trial")
+    show.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    _sweep_location(show)
+    show.set_defaults(handler="tuner.cli.query_cmd:cmd_show")
+
+    best = verbs.add_parser("best", help="the best trial's config and result")
+    best.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    best.add_argument("--json", action="store_true", help="print JSON")
+    best.add_argument("--metric", help="rank by this metric (default: the sweep's)")
+    best.add_argument("--mode", choices=("min", "max"), help="default: the sweep's")
+    best.add_argument("--scope", choices=("last", "all", "avg", "last-5-avg", "last-10-avg"), default="last",
+                      help="which results of a trial count (default: its last)")
+    _sweep_location(best)
+    best.set_defaults(handler="tuner.cli.query_cmd:cmd_best")
+
+    export = verbs.add_parser("export", help="every result (or trial) as CSV or JSON")
+    export.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    export.add_argument("--format", choices=("csv", "json"), required=True)
+    export.add_argument("--what", choices=("results", "trials"), default="results",
+                        help="one row per result (default) or per trial")
+    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    _sweep_location(export)
+    export.set_defaults(handler="tuner.cli.query_cmd:cmd_export")
+
+    tensorboard = verbs.add_parser("tensorboard", help="start TensorBoard on a sweep's logdir")
+    tensorboard.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    tensorboard.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    tensorboard.add_argument("--port", type=int, default=6006, help="default: 6006")
+    tensorboard.add_argument("--rebuild", action="store_true", help="rebuild the logdir from the store first")
+    _sweep_location(tensorboard)
+    tensorboard.set_defaults(handler="tuner.cli.tensorboard_cmd:cmd_tensorboard")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every verb."""
+    from tuner import __version__
+
+    parser = argparse.ArgumentParser(prog="tuner", description="Hyperparameter sweeps of RL trainers on Ray.",
+                                     epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"tuner {__version__}")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    _add_run_verbs(verbs)
+    _add_query_verbs(verbs)
+    return parser
+
+
+def _handler(path: str) -> Callable[[argparse.Namespace], int]:
+    import importlib
+
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tuner`` console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)  # a bad flag: argparse prints usage and one line
+    except SystemExit as exc:  # --help, --version (0) or a bad flag (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.verb is None:
+        parser.print_help()
+        return 0
+    try:
+        return _handler(args.handler)(args)
+    except CLIError as exc:
+        print(f"tuner: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tuner: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `tuner export ... | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+__all__ = ["EXIT_USAGE", "build_parser", "main"]

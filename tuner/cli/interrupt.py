@@ -1,0 +1,56 @@
+"""Ctrl-C leaves a resumable sweep (or, before the sweep started, nothing at all).
+
+On a KeyboardInterrupt the controller stops its trials' actors and leaves the trials that were
+running on record as RUNNING, which a resume (``tune.run(..., resume=True)``, ``tuner resume``)
+continues from their last checkpoint, as after a driver that died. The CLI then marks the sweep
+itself INTERRUPTED (instead of ERROR), so ``tuner ls`` and ``tuner show`` say what happened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+INTERRUPTED = "INTERRUPTED"  # the experiment's status after Ctrl-C
+
+
+def mark_interrupted(url: str, name: str) -> bool:
+    """Record that sweep ``name`` was interrupted (a resume sets it RUNNING again); False when
+    the sweep was not in the store yet (interrupted before it started) or the store is unreadable."""
+    from tuner.store import Store
+
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return False  # do not create an empty database file
+    try:
+        store = Store(url, create=False)
+    except Exception:  # noqa: BLE001 - nothing to mark in a store that cannot be opened
+        return False
+    try:
+        experiment = store.get_experiment(name)
+        if experiment is None:
+            return False
+        store.set_experiment_status(int(experiment["id"]), INTERRUPTED)
+        store.flush()
+        return True
+    finally:
+        store.close()
+
+
+def discard_unstarted(run_dir: Path, url: str, name: str) -> None:
+    """Remove a run directory this process created for a sweep that never got into its store
+    (Ctrl-C or an error while Ray was starting): nothing half-made is left behind."""
+    import shutil
+
+    from tuner.store import Store
+
+    if run_dir.is_dir() and (run_dir / "tuner.db").exists():
+        try:
+            store = Store(url, create=False)
+        except Exception:  # noqa: BLE001 - an empty database without the tuner schema: discard it
+            store = None
+        if store is not None:
+            try:
+                if store.get_experiment(name) is not None:
+                    return
+            finally:
+                store.close()
+    shutil.rmtree(run_dir, ignore_errors=True)

@@ -1,0 +1,129 @@
+"""Where sweeps live: the storage path, a sweep's run directory, its store and its saved spec."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from tuner.cli.errors import EXIT_FAILED, CLIError
+
+#: tune.run's default (``tuner.api.DEFAULT_STORAGE_PATH``; not imported from there: that pulls in Ray).
+DEFAULT_STORAGE_PATH = "~/tuner_results"
+#: The environment variable that moves the default storage path of every verb and spec.
+STORAGE_ENV = "TUNER_STORAGE_PATH"
+#: The spec a sweep was started with, saved in its run directory for ``tuner resume``.
+SPEC_FILE = "sweep.yaml"
+DB_FILE = "tuner.db"
+
+
+def default_storage_path() -> str:
+    """``$TUNER_STORAGE_PATH``, else tune.run's default (``~/tuner_results``)."""
+    return os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE_PATH
+
+
+def has_password(url: str | None) -> bool:
+    """Whether a database URL carries a password (it must then never be written or shown)."""
+    if not url:
+        return False
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).password is not None
+    except Exception:  # noqa: BLE001 - not a URL: nothing to hide that mask_url would not
+        return "@" in url
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRef:
+    """A sweep: its name, its run directory and the database that holds it (None: SQLite there)."""
+
+    name: str
+    run_dir: Path
+    database_url: str | None = None
+
+    @property
+    def url(self) -> str:
+        from tuner.store import default_database_url
+
+        return self.database_url or default_database_url(self.run_dir)
+
+    @property
+    def url_for_display(self) -> str:
+        from tuner.store import mask_url
+
+        return mask_url(self.url)
+
+    @property
+    def spec_file(self) -> Path:
+        return self.run_dir / SPEC_FILE
+
+
+def read_saved_spec(run_dir: Path) -> dict[str, Any] | None:
+    """The spec document ``tuner sweep`` saved in ``run_dir``, or None."""
+    from tuner.cli.yaml_io import load_spec_file
+
+    path = run_dir / SPEC_FILE
+    if not path.exists():
+        return None
+    document = load_spec_file(path)
+    return document if isinstance(document, dict) else None
+
+
+def locate(name_or_path: str, storage_path: str | None = None, database_url: str | None = None,
+           *, must_exist: bool = True) -> SweepRef:
+    """The sweep a verb names: a path to its run directory, or a name under ``storage_path``.
+
+    The database is ``database_url``, else the one the saved spec names (unless it has a
+    password, which is never saved), else the SQLite file in the run directory.
+    """
+    if not name_or_path or name_or_path in (".", ".."):
+        raise CLIError(f"expected a sweep name or run directory, got {name_or_path!r}")
+    root = Path(storage_path or default_storage_path()).expanduser().absolute()
+    given = Path(name_or_path).expanduser()
+    if os.sep in name_or_path or (os.altsep and os.altsep in name_or_path):
+        run_dir = given.absolute()
+    elif not (root / name_or_path).exists() and (given / DB_FILE).exists():
+        run_dir = given.absolute()
+    else:
+        run_dir = root / name_or_path
+    hidden = False  # the saved spec names a database whose password was not saved
+    if database_url is None:
+        saved = read_saved_spec(run_dir) if run_dir.is_dir() else None
+        stored_url = (saved or {}).get("database_url")
+        if isinstance(stored_url, str):
+            hidden = has_password(stored_url)
+            database_url = None if hidden else stored_url
+    ref = SweepRef(name=run_dir.name, run_dir=run_dir, database_url=database_url)
+    if must_exist and hidden:
+        raise CLIError(f"sweep {ref.name!r} is stored in a database whose URL has a password, which is "
+                       f"never saved: pass the URL with --database-url")
+    if must_exist and database_url is None and not (run_dir / DB_FILE).exists():
+        raise CLIError(f"no sweep named {ref.name!r} in {run_dir.parent} (no {DB_FILE} in {run_dir}); "
+                       f"`tuner ls --storage-path DIR` lists the sweeps of a storage path")
+    return ref
+
+
+def open_store(ref: SweepRef) -> Any:
+    """The sweep's store, opened for reading; a database that cannot be opened is a CLIError."""
+    from tuner.store import Store, StoreError
+
+    try:
+        return Store(ref.url, create=False)
+    except (StoreError, Exception) as exc:  # noqa: BLE001 - SQLAlchemy's connection errors too
+        raise CLIError(f"cannot open the store {ref.url_for_display}: {first_line(exc, ref.url)}",
+                       EXIT_FAILED) from None
+
+
+def first_line(exc: BaseException, url: str | None = None) -> str:
+    """The first line of an error's message, with the password of ``url`` masked if it shows."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    if url and has_password(url):
+        from sqlalchemy.engine import make_url
+
+        password = make_url(url).password
+        if password:
+            text = text.replace(str(password), "***")
+    return text

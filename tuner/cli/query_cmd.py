@@ -1,0 +1,259 @@
+"""``tuner ls``, ``tuner show NAME``, ``tuner best NAME`` and ``tuner export NAME``: read a sweep's
+store (during the run or after it; from any process) and print it."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import io
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+from tuner.cli.errors import EXIT_FAILED, EXIT_OK, CLIError
+from tuner.cli.live import fmt
+from tuner.cli.paths import DB_FILE, SPEC_FILE, SweepRef, default_storage_path, first_line, locate, open_store
+from tuner.cli.table import format_table
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data: numpy scalars unwrapped, NaN and infinities as null, objects as strings."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and type(value).__module__ == "numpy":
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _analysis(ref: SweepRef) -> Any:
+    from tuner.analysis import ExperimentAnalysis
+    from tuner.errors import TuneError
+    from tuner.store import StoreError
+
+    try:
+        return ExperimentAnalysis(ref.run_dir, database_url=ref.database_url)
+    except (TuneError, StoreError) as exc:
+        raise CLIError(first_line(exc, ref.url)) from None
+
+
+def _counts(statuses: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def _when(timestamp: Any) -> str:
+    if not isinstance(timestamp, (int, float)):
+        return ""
+    return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+# -- tuner ls -------------------------------------------------------------------------------------
+def _sweep_rows(store: Any, only: str | None = None) -> Iterator[list[str]]:
+    for experiment in store.list_experiments():
+        if only is not None and experiment["name"] != only:
+            continue
+        trials = store.trials(int(experiment["id"]))
+        metric, mode = experiment.get("metric"), experiment.get("mode")
+        best = ""
+        if metric and mode:
+            row = store.best_trial(int(experiment["id"]), metric, mode)
+            if row is not None:
+                best = f"{metric}={fmt(row.get('metric_value'))}"
+        yield [experiment["name"], experiment.get("status", ""), f"{len(trials)} ({_counts([t['status'] for t in trials])})"
+               if trials else "0", best, _when(experiment.get("created_at"))]
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """List the sweeps of a storage path (or of a database) with their trial counts."""
+    rows: list[list[str]] = []
+    if args.database_url:
+        store = open_store(SweepRef("", Path("."), args.database_url))
+        try:
+            rows = list(_sweep_rows(store))
+        finally:
+            store.close()
+        where = SweepRef("", Path("."), args.database_url).url_for_display
+    else:
+        root = Path(args.storage_path or default_storage_path()).expanduser().absolute()
+        where = str(root)
+        for run_dir in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            if not (run_dir / DB_FILE).exists() and not (run_dir / SPEC_FILE).exists():
+                continue
+            try:  # a sweep in another database is found through the URL its spec saved (no password)
+                ref = locate(str(run_dir))
+                store = open_store(ref)
+            except CLIError as exc:
+                print(f"tuner: skipping {run_dir.name}: {exc}", file=sys.stderr)
+                continue
+            try:
+                rows.extend(_sweep_rows(store, only=run_dir.name))
+            finally:
+                store.close()
+    if not rows:
+        print(f"no sweeps in {where}")
+        return EXIT_OK
+    print(format_table(["NAME", "STATUS", "TRIALS", "BEST", "CREATED"], rows))
+    return EXIT_OK
+
+
+# -- tuner show -----------------------------------------------------------------------------------
+def _varying_keys(configs: list[dict[str, Any]]) -> list[str]:
+    """Flattened config keys whose values differ between trials (all of them for one trial)."""
+    from tuner.search.variants import flatten_dict
+
+    flat = [flatten_dict(c) for c in configs]
+    keys: list[str] = []
+    for config in flat:
+        keys += [k for k in config if k not in keys]
+    if len(flat) <= 1:
+        return keys
+    return [k for k in keys if len({repr(c.get(k)) for c in flat}) > 1]
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """A sweep's status, every trial (status, iterations, metric, searched values, error) and its best."""
+    from tuner.search.variants import flatten_dict
+
+    ref = locate(args.name, args.storage_path, args.database_url)
+    store = open_store(ref)
+    try:
+        experiment = store.get_experiment(ref.name)
+    finally:
+        store.close()
+    if experiment is None:
+        raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
+    analysis = _analysis(ref)
+    try:
+        trials = analysis.trials
+        metric, mode = experiment.get("metric"), experiment.get("mode")
+        spec = experiment.get("spec") or {}
+        keys = _varying_keys([t.config for t in trials])
+        info = [
+            ("sweep", ref.name),
+            ("status", experiment.get("status", "")),
+            ("trainable", spec.get("trainable", "")),
+            ("metric", f"{metric} ({mode})" if metric else "none"),
+            ("trials", f"{len(trials)}" + (f": {_counts([t.status for t in trials])}" if trials else "")),
+            ("created", _when(experiment.get("created_at"))),
+            ("store", ref.url_for_display),
+            ("run dir", str(ref.run_dir)),
+        ]
+        if spec.get("tensorboard_dir"):
+            info.append(("tensorboard", str(spec["tensorboard_dir"])))
+        width = max(len(k) for k, _ in info)
+        print("\n".join(f"{k.ljust(width)}  {v}" for k, v in info))
+        if trials:
+            headers = ["TRIAL", "STATUS", "ITER", *([metric] if metric else []), *keys, "ERROR"]
+            rows = []
+            for trial in trials:
+                flat = flatten_dict(trial.config)
+                result = flatten_dict(trial.last_result or {})
+                rows.append([trial.trial_id, trial.status, result.get("training_iteration", 0),
+                             *([fmt(result.get(metric))] if metric else []), *[fmt(flat.get(k)) for k in keys],
+                             _last_line(trial.error) if trial.status == "ERROR" else ""])
+            print()
+            print(format_table(headers, rows))
+        if metric and mode:
+            best = analysis.get_best_trial(metric, mode)
+            print()
+            if best is None:
+                print(f"best: no trial has reported {metric!r} yet")
+            else:
+                print(f"best: {best.trial_id} {metric}={fmt(flatten_dict(best.last_result).get(metric))}  "
+                      f"config: {json.dumps(jsonable(best.config))}")
+    finally:
+        analysis.close()
+    return EXIT_OK
+
+
+# -- tuner best -----------------------------------------------------------------------------------
+def cmd_best(args: argparse.Namespace) -> int:
+    """The best trial's config and result (``--json`` for scripts)."""
+    from tuner.search.variants import flatten_dict
+
+    ref = locate(args.name, args.storage_path, args.database_url)
+    analysis = _analysis(ref)
+    try:
+        metric = args.metric or analysis.default_metric
+        mode = args.mode or analysis.default_mode
+        if not metric or not mode:
+            raise CLIError(f"sweep {ref.name!r} has no metric and mode: pass --metric and --mode")
+        best = analysis.get_best_trial(metric, mode, scope=args.scope)
+        if best is None:
+            print(f"tuner: no trial of sweep {ref.name!r} has reported {metric!r} yet", file=sys.stderr)
+            return EXIT_FAILED
+        value = flatten_dict(best.last_result).get(metric)
+        if args.json:
+            print(json.dumps(jsonable({
+                "name": ref.name, "trial_id": best.trial_id, "status": best.status, "metric": metric,
+                "mode": mode, "scope": args.scope, "value": value, "config": best.config,
+                "result": best.last_result, "checkpoint_path": best.checkpoint_path,
+            }), indent=2))
+        else:
+            from tuner.cli.yaml_io import dump
+
+            print(f"best trial: {best.trial_id} ({best.status}), {metric}={fmt(value)} "
+                  f"at iteration {best.last_result.get('training_iteration', '?')}")
+            print("config:")
+            print("  " + dump(jsonable(best.config), block=True).rstrip().replace("\n", "\n  "))
+    finally:
+        analysis.close()
+    return EXIT_OK
+
+
+# -- tuner export ---------------------------------------------------------------------------------
+def _export_frame(analysis: Any, what: str) -> Any:
+    import pandas as pd
+
+    from tuner.search.variants import flatten_dict
+
+    if what == "trials":
+        return analysis.dataframe()
+    trials = {t.trial_id: t for t in analysis.trials}
+    frame = analysis.results_df
+    if frame.empty:
+        return frame
+    configs = pd.DataFrame([
+        {"trial_id": tid, **{f"config/{k}": v for k, v in flatten_dict(t.config).items()}} for tid, t in trials.items()
+    ])
+    return frame.merge(configs, on="trial_id", how="left")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Every result (or every trial) of a sweep as CSV or JSON, to stdout or ``--output``."""
+    ref = locate(args.name, args.storage_path, args.database_url)
+    analysis = _analysis(ref)
+    try:
+        frame = _export_frame(analysis, args.what)
+    finally:
+        analysis.close()
+    if args.format == "csv":
+        buffer = io.StringIO()
+        if not frame.empty:
+            frame.to_csv(buffer, index=False, quoting=csv.QUOTE_MINIMAL)
+        text = buffer.getvalue()
+    else:
+        records = [jsonable(r) for r in frame.to_dict(orient="records")]
+        text = json.dumps(records, indent=1) + "\n"
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {len(frame)} {args.what} of sweep {ref.name!r} to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK

@@ -1,0 +1,160 @@
+"""``tuner sweep SPEC.yaml`` and ``tuner resume NAME``: run a sweep through ``tune.run``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tuner.callback import Callback
+from tuner.cli import spec as spec_mod
+from tuner.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CLIError
+from tuner.cli.interrupt import discard_unstarted, mark_interrupted
+from tuner.cli.live import fmt, make_progress
+from tuner.cli.paths import (
+    DB_FILE,
+    SPEC_FILE,
+    SweepRef,
+    default_storage_path,
+    first_line,
+    has_password,
+    locate,
+    read_saved_spec,
+)
+from tuner.cli.yaml_io import dump
+
+
+class SaveSpec(Callback):
+    """Writes the spec into the run directory once the sweep exists in the store (``tuner resume``
+    reads it back). A database password is never written: resume then needs ``--database-url``."""
+
+    def __init__(self, path: Path, document: dict[str, Any]) -> None:
+        self.path = path
+        self.document = document
+
+    def setup(self, **info: Any) -> None:
+        if self.path.exists():
+            return
+        from tuner.store import mask_url
+
+        document = dict(self.document)
+        if has_password(document.get("database_url")):
+            document["database_url"] = mask_url(document["database_url"])
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("# written by `tuner sweep`; `tuner resume` reads it\n" + dump(document), encoding="utf-8")
+        tmp.replace(self.path)
+
+
+def _command_hint(ref: SweepRef) -> str:
+    hint = f"tuner resume {ref.name}"
+    if ref.run_dir.parent != Path(default_storage_path()).expanduser().absolute():
+        hint += f" --storage-path {ref.run_dir.parent}"
+    if ref.database_url:
+        hint += " --database-url URL"
+    return hint
+
+
+def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
+    trials = analysis.trials
+    counts: dict[str, int] = {}
+    for trial in trials:
+        counts[trial.status] = counts.get(trial.status, 0) + 1
+    text = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    print(f"sweep {ref.name}: {len(trials)} trials ({text})")
+    if spec.metric:
+        best = analysis.get_best_trial(spec.metric, spec.mode)
+        if best is not None:
+            print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
+            print(f"best config: {best.config}")
+    print(f"stored in {ref.url_for_display}; `tuner show {ref.name}` for details")
+    failed = [t for t in trials if t.status == "ERROR"]
+    if failed:
+        names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
+        print(f"tuner: {len(failed)} trial(s) failed: {names}; `tuner show {ref.name}` shows their errors",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
+    """The exit code (or CLIError) for the exception ``tune.run`` raised, being handled now."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from tuner.errors import TuneError
+    from tuner.store import StoreError
+
+    exc = sys.exc_info()[1]
+    if isinstance(exc, KeyboardInterrupt):
+        if mark_interrupted(ref.url, ref.name):
+            print(f"tuner: interrupted; sweep {ref.name!r} is saved and resumable: {_command_hint(ref)}",
+                  file=sys.stderr)
+        else:
+            print(f"tuner: interrupted before sweep {ref.name!r} started; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if isinstance(exc, ValueError):  # tune.run's own argument checks (e.g. resources that never fit)
+        raise CLIError(first_line(exc, ref.url)) from None
+    if isinstance(exc, (TuneError, StoreError)):
+        raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
+    if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used
+        raise CLIError(f"cannot use the database {ref.url_for_display}: {first_line(exc, ref.url)}",
+                       EXIT_FAILED) from None
+    if isinstance(exc, ConnectionError):
+        where = f" at {args.address!r}" if args.address else ""
+        raise CLIError(f"cannot start or join Ray{where}: {first_line(exc)}", EXIT_FAILED) from None
+    if isinstance(exc, OSError):  # e.g. a storage path that cannot be written
+        raise CLIError(f"{type(exc).__name__}: {first_line(exc, ref.url)}", EXIT_FAILED) from None
+    raise  # a bug: its traceback is worth seeing
+
+
+def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
+    """Run (or resume) ``spec`` with the live progress; the exit code."""
+    from tuner import tune
+
+    if args.address:  # tune.run joins $RAY_ADDRESS (after it has opened the store)
+        os.environ["RAY_ADDRESS"] = args.address
+    progress = make_progress(args.progress, ref.name, spec.metric, spec.mode, list(spec.searched))
+    callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document)) if cb is not None]
+    created = ref.database_url is None and not ref.run_dir.exists()
+    try:
+        analysis = tune.run(
+            spec.trainable, **spec.run_kwargs(), verbose=0, raise_on_failed_trial=False, resume=resume,
+            callbacks=callbacks,
+        )
+    except BaseException:
+        if progress is not None:
+            progress.close()
+        if created:  # failed or interrupted before the sweep was in the store: leave nothing behind
+            discard_unstarted(ref.run_dir, ref.url, ref.name)
+        return _failed(ref, args)
+    finally:
+        if progress is not None:
+            progress.close()
+    try:
+        return _summary(analysis, spec, ref)
+    finally:
+        analysis.close()
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``tuner sweep SPEC.yaml``: validate the whole spec, then run it."""
+    spec = spec_mod.load(args.spec, args.set or (), name=args.name, database_url=args.database_url)
+    ref = SweepRef(spec.name, spec.run_dir, spec.database_url)
+    if ref.spec_file.exists() or (ref.database_url is None and (ref.run_dir / DB_FILE).exists()):
+        raise CLIError(f"a sweep named {ref.name!r} already exists in {ref.run_dir.parent}; "
+                       f"`tuner resume {ref.name}` continues it, or pick another --name")
+    return run_spec(spec, ref, args, resume=False)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store."""
+    ref = locate(args.name, args.storage_path, args.database_url)
+    document = read_saved_spec(ref.run_dir)
+    if document is None:
+        raise CLIError(f"sweep {ref.name!r} has no {SPEC_FILE} in {ref.run_dir}: it was not started by "
+                       f"`tuner sweep`; resume it from Python with tune.run(..., name={ref.name!r}, resume=True)")
+    document.update(name=ref.name, storage_path=str(ref.run_dir.parent), database_url=ref.database_url)
+    spec = spec_mod.validate(document)
+    return run_spec(spec, ref, args, resume="ERRORED_ONLY" if args.errored_only else True)
