@@ -31,6 +31,8 @@ class TrialRecord:
     error: str | None
     num_failures: int
     checkpoint_path: str | None
+    #: The trial's directory (its checkpoints, files it wrote).
+    trial_dir: str | None = None
 
     @property
     def checkpoint(self) -> Any:
@@ -70,6 +72,7 @@ class ExperimentAnalysis:
         if record is None:
             raise TuneError(f"no sweep named {self.name!r} in the store {self._store.url_for_display}")
         self._experiment_id = int(record["id"])
+        self.spec: dict[str, Any] = dict(record.get("spec") or {})
         self.default_metric = default_metric or record.get("metric")
         self.default_mode = validate_mode(default_mode or record.get("mode"), "default_mode")
 
@@ -104,6 +107,8 @@ class ExperimentAnalysis:
                     error=row.get("error"),
                     num_failures=row.get("num_failures") or 0,
                     checkpoint_path=row.get("checkpoint_path"),
+                    trial_dir=row.get("trial_dir")
+                    or os.path.join(self.experiment_path, f"{self.spec.get('trainable', 'trial')}_{row['trial_id']}"),
                 )
             )
         return out
@@ -229,6 +234,27 @@ class ExperimentAnalysis:
         """PBT lineage, oldest first: trial_id took donor_trial_id's checkpoint at iteration,
         going from old_config to new_config."""
         return self._store.exploits(self._experiment_id)
+
+    def checkpoints(self, trial_id: str | None = None, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+        """Recorded checkpoints (of one trial, or all), oldest first: trial_id, path, iteration,
+        metrics (the result it was taken with), deleted, deleted_at. Checkpoints deleted by
+        retention (``num_to_keep``) are left out unless ``include_deleted``."""
+        rows = self._store.checkpoints(self._experiment_id, trial_id)
+        return [r for r in rows if include_deleted or not r["deleted"]]
+
+    def profile(self) -> dict[str, Any] | None:
+        """Where the sweep's wall time went (see :mod:`tuner.execution.profiler`): CPU-seconds per
+        part summed over trials (``rows``), the capacity they add up to, the driver's own work; None
+        for a sweep stored before profiles existed. ``tuner.profile.format_profile`` prints it;
+        ``trial_profiles()`` has the per-trial split."""
+        from tuner.execution.profiler import load_profile
+
+        return load_profile(self._store, self._experiment_id)
+
+    def trial_profiles(self) -> dict[str, dict[str, float]]:
+        """trial_id -> where that trial's time went: cpus, hold_s, start_s, sampling_s, learning_s,
+        other_training_s, stop_s, waiting_s (seconds)."""
+        return self._store.trial_profiles(self._experiment_id)
 
     @property
     def errors(self) -> dict[str, str]:

@@ -9,15 +9,20 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import ray
+
 from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler, validate_mode
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
+from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.controller import Controller
+from tuner.execution.profiler import SweepProfiler, save_profile
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
 from tuner.execution.resume import load_sweep, validate_resume
 from tuner.execution.sweep_lock import SweepLock
+from tuner.execution.trial_naming import TrialNamer
 from tuner.ray_session import ensure_ray
 from tuner.registry import get_trainable
 from tuner.search.basic_variant import BasicVariantGenerator
@@ -27,6 +32,7 @@ from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
 from tuner.trainable.function_trainable import FunctionTrainable, wrap_function
 from tuner.trainable.trainable import Trainable
+from tuner.tune_config import CheckpointConfig, check_fail_fast, checkpoint_settings
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
 
@@ -166,6 +172,14 @@ def run(
     callbacks: Sequence[Callback] | None = None,
     tensorboard: bool = True,
     tensorboard_dir: str | os.PathLike[str] | None = None,
+    checkpoint_config: CheckpointConfig | None = None,
+    keep_checkpoints_num: int | None = None,
+    checkpoint_score_attr: str | None = None,
+    fail_fast: bool | str = False,
+    reuse_actors: bool | None = None,
+    trial_name_creator: Callable[[Any], str] | None = None,
+    trial_dirname_creator: Callable[[Any], str] | None = None,
+    _tuner_state: bytes | None = None,
 ) -> ExperimentAnalysis:
     """Run a sweep of ``run_or_experiment`` over ``config`` and return its analysis.
 
@@ -173,14 +187,22 @@ def run(
     SQL (a SQLite file in ``storage_path/name`` unless ``database_url`` names another database).
     ``resume=True`` continues the stored sweep of that name (finished trials are kept, interrupted
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
-    state); ``"ERRORED_ONLY"`` also retries the trials that failed; ``"AUTO"`` resumes if the sweep
-    exists and starts it otherwise.
+    state); ``"ERRORED_ONLY"`` also retries the trials that failed (from their last checkpoint),
+    ``"RESTART_ERRORED"`` from scratch; ``"AUTO"`` resumes if the sweep exists and starts it otherwise.
 
     The sweep is exported live for TensorBoard's HParams dashboard into ``tensorboard_dir``
     (``<storage_path>/<name>/tensorboard`` by default; ``tensorboard --logdir`` it): one session per
     trial with its config, curves and end status, and the search space's domains;
     ``tensorboard=False`` turns the export off (``tuner.export_tensorboard`` rebuilds it later
     from the store).
+
+    Checkpoints: ``checkpoint_config=tune.CheckpointConfig(num_to_keep=N, checkpoint_score_attribute=...,
+    checkpoint_score_order=...)`` keeps each trial's N best checkpoints on disk (Ray Tune's older
+    ``keep_checkpoints_num`` and ``checkpoint_score_attr="min-loss"`` work too); every checkpoint,
+    deleted or not, is on record in the store. ``fail_fast=True`` stops the sweep at the first trial
+    that fails for good (``"raise"``: and raises its error). ``trial_name_creator`` and
+    ``trial_dirname_creator`` name trials and their directories. ``reuse_actors`` is accepted for
+    Ray Tune scripts: trial actors are always reused between trials of the same resources.
 
     Example:
         >>> from tuner import tune
@@ -192,15 +214,24 @@ def run(
         >>> analysis.best_config                                                        # doctest: +SKIP
         {'x': 2}
     """
+    called_at = time.monotonic()  # the sweep's profile counts engine start from here
     trainable_cls = resolve_trainable(run_or_experiment)
     config = {} if config is None else config
+    ckpt = checkpoint_settings(
+        checkpoint_config, keep_checkpoints_num=keep_checkpoints_num, checkpoint_score_attr=checkpoint_score_attr,
+        checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end,
+    )
     _validate_arguments(
         trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
         scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
         max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
-        checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end, name=name, seed=seed,
+        checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
         tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
     )
+    check_fail_fast(fail_fast, max_failures)
+    if reuse_actors is not None and not isinstance(reuse_actors, bool):
+        raise ValueError(f"reuse_actors must be True, False or None, got {reuse_actors!r}")
+    namer = TrialNamer(trial_name_creator, trial_dirname_creator)
     resume = validate_resume(resume)
     callback_list = CallbackList(callbacks)
     stopper = to_stopper(stop)
@@ -231,7 +262,7 @@ def run(
     tb_dir = Path(tensorboard_dir).expanduser().absolute() if tensorboard_dir is not None else run_dir / "tensorboard"
     hparam_domains = _hparam_domains(config, innermost)
     url = database_url or default_database_url(run_dir)
-    if resume in (True, "ERRORED_ONLY") and database_url is None and not (run_dir / "tuner.db").exists():
+    if resume not in (False, "AUTO") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
     store = Store(url)
     lock: SweepLock | None = None
@@ -242,9 +273,11 @@ def run(
                 f"name: a sweep named {name!r} already exists in {store.url_for_display}; "
                 f"pass resume=True to continue it, or pick another name"
             )
-        if existing is None and resume in (True, "ERRORED_ONLY"):
+        if existing is None and resume not in (False, "AUTO"):
             raise ValueError(f"resume: there is no sweep named {name!r} in {store.url_for_display} to resume")
+        ray_began = time.monotonic()
         ensure_ray()
+        ray_start_s = time.monotonic() - ray_began
         lock = SweepLock(run_dir, name).acquire()
         spec = {
             "trainable": trainable_cls.__name__,
@@ -259,8 +292,12 @@ def run(
             "resources_per_trial": repr(resources_per_trial),
             "max_concurrent_trials": max_concurrent_trials,
             "max_failures": max_failures,
-            "checkpoint_freq": checkpoint_freq,
-            "checkpoint_at_end": checkpoint_at_end,
+            "checkpoint_freq": ckpt.frequency,
+            "checkpoint_at_end": ckpt.at_end,
+            "keep_checkpoints_num": ckpt.num_to_keep,
+            "checkpoint_score_attribute": ckpt.score_attribute,
+            "checkpoint_score_order": ckpt.score_order,
+            "fail_fast": fail_fast,
             "seed": seed,
             "run_dir": str(run_dir),
             "database_url": mask_url(url),
@@ -274,7 +311,18 @@ def run(
                 _rebuild_tensorboard(run_dir, url, tb_dir)
             callback_list.add(TensorBoardExporter(tb_dir, hparam_domains=hparam_domains))
         experiment_id = store.get_or_create_experiment(name, spec=spec, metric=metric, mode=mode)
+        if _tuner_state is not None:  # what Tuner.restore rebuilds the Tuner from
+            store.save_state(experiment_id, "tuner", _tuner_state)
+        checkpoints = CheckpointManager(
+            store, experiment_id, str(run_dir), num_to_keep=ckpt.num_to_keep,
+            score_attribute=ckpt.score_attribute, score_order=ckpt.score_order,
+        )
+        profiler = SweepProfiler(
+            total_cpus=float(ray.cluster_resources().get("CPU", 0.0)), called_at=called_at, ray_start_s=ray_start_s,
+            stored=store.trial_profiles(experiment_id) if existing is not None else None,
+        )
         controller = Controller(
+            profiler=profiler,
             trainable_cls=trainable_cls,
             experiment_id=experiment_id,
             experiment_name=name,
@@ -289,8 +337,8 @@ def run(
             max_trials=max_trials,
             max_concurrent_trials=max_concurrent_trials,
             max_failures=max_failures,
-            checkpoint_freq=checkpoint_freq,
-            checkpoint_at_end=checkpoint_at_end,
+            checkpoint_freq=ckpt.frequency,
+            checkpoint_at_end=ckpt.at_end,
             time_budget_s=time_budget_s,
             reporter=reporter,
             callbacks=callback_list,
@@ -306,16 +354,25 @@ def run(
                 "search_space": dict(config),
                 "resumed": existing is not None,
             },
+            checkpoint_manager=checkpoints,
+            trial_namer=namer,
+            fail_fast=fail_fast,
         )
         if existing is not None:
-            controller.adopt(
-                load_sweep(
-                    store, experiment_id, experiment_name=name, trainable_name=trainable_cls.__name__,
-                    run_dir=str(run_dir), resources_for=resources_for, retry_errored=resume == "ERRORED_ONLY",
-                )
+            sweep = load_sweep(
+                store, experiment_id, experiment_name=name, trainable_name=trainable_cls.__name__,
+                run_dir=str(run_dir), resources_for=resources_for,
+                retry_errored=resume in ("ERRORED_ONLY", "RESTART_ERRORED"), restart_errored=resume == "RESTART_ERRORED",
             )
+            checkpoints.load()
+            for trial_id in sweep.restarted:
+                checkpoints.forget(trial_id)
+            controller.adopt(sweep)
         store.set_experiment_status(experiment_id, "RUNNING")
-        trials = controller.run()
+        try:
+            trials = controller.run()
+        finally:
+            save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
     finally:
         store.close()
         if lock is not None:
@@ -323,6 +380,8 @@ def run(
 
     analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
     failed = [t for t in trials if t.status == ERROR]
+    if failed and isinstance(fail_fast, str):  # fail_fast="raise": the first failure's error
+        raise TuneError(f"trial {failed[0].trial_name} failed (fail_fast='raise'):\n{failed[0].error}")
     if failed and raise_on_failed_trial:
         names = ", ".join(t.trial_name for t in failed)
         raise TuneError(f"{len(failed)} trial(s) did not complete: {names}; see analysis.errors or the store")

@@ -15,6 +15,8 @@ logger = logging.getLogger(__name__)
 
 HOOKS = (
     "setup",
+    "on_step_begin",
+    "on_step_end",
     "on_trial_start",
     "on_trial_result",
     "on_trial_complete",
@@ -37,6 +39,12 @@ class Callback:
               **info: Any) -> None:
         """Called once before the first trial starts. ``info`` holds experiment_name, run_dir,
         metric, mode, search_space and experiment_id."""
+
+    def on_step_begin(self, iteration: int, trials: Sequence[Any], **info: Any) -> None:
+        """A pass of the controller's loop begins."""
+
+    def on_step_end(self, iteration: int, trials: Sequence[Any], **info: Any) -> None:
+        """A pass of the controller's loop ended (the progress output reports here)."""
 
     def on_trial_start(self, iteration: int, trials: Sequence[Any], trial: Any, **info: Any) -> None:
         """A trial started, or resumed after a pause or failure."""

@@ -1,8 +1,10 @@
 """The ``tune`` namespace: ``from tuner import tune`` then ``tune.run(...)``, as in Ray Tune.
 
 What a trial needs (report, Checkpoint, Trainable, search-space helpers) is imported at once
-and is light; the driver's side (run, load, ExperimentAnalysis: Ray, SQLAlchemy, pandas) is
-imported on first use, so ``from tuner import tune`` inside every trial actor stays cheap.
+and is light; the driver's side (run, load, ExperimentAnalysis, Tuner and its configs, ResultGrid:
+Ray, SQLAlchemy, pandas) is imported on first use, so ``from tuner import tune`` inside every trial
+actor stays cheap. ``from tuner.tune import Tuner, TuneConfig, RunConfig`` works as Ray Tune's
+``from ray.tune import ...`` does.
 """
 
 from typing import Any
@@ -43,19 +45,26 @@ __all__ = [
     "BasicVariantGenerator",
     "Callback",
     "Checkpoint",
+    "CheckpointConfig",
     "CombinedStopper",
     "ExperimentAnalysis",
     "FIFOScheduler",
+    "FailureConfig",
     "FunctionStopper",
     "MaximumIterationStopper",
     "PlacementGroupFactory",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
     "Searcher",
     "Stopper",
     "TimeoutStopper",
     "Trainable",
     "TrialPlateauStopper",
     "TrialScheduler",
+    "TuneConfig",
     "TuneError",
+    "Tuner",
     "choice",
     "export_tensorboard",
     "get_checkpoint",
@@ -76,6 +85,8 @@ __all__ = [
     "run",
     "sample_from",
     "uniform",
+    "with_parameters",
+    "with_resources",
 ]
 
 _LAZY = {
@@ -83,6 +94,15 @@ _LAZY = {
     "load": ("tuner.analysis", "load"),
     "ExperimentAnalysis": ("tuner.analysis", "ExperimentAnalysis"),
     "export_tensorboard": ("tuner.tensorboard.rebuild", "export_tensorboard"),
+    "Tuner": ("tuner.tuner", "Tuner"),
+    "TuneConfig": ("tuner.tune_config", "TuneConfig"),
+    "RunConfig": ("tuner.tune_config", "RunConfig"),
+    "CheckpointConfig": ("tuner.tune_config", "CheckpointConfig"),
+    "FailureConfig": ("tuner.tune_config", "FailureConfig"),
+    "ResultGrid": ("tuner.result_grid", "ResultGrid"),
+    "Result": ("tuner.result_grid", "Result"),
+    "with_parameters": ("tuner.trainable.util", "with_parameters"),
+    "with_resources": ("tuner.trainable.util", "with_resources"),
 }
 
 

@@ -8,6 +8,7 @@ short trials does not pay for a new Ray worker process per trial.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -22,11 +23,14 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
 from tuner.callback import CallbackList
+from tuner.execution.checkpoint_manager import CheckpointManager
+from tuner.execution.profiler import SweepProfiler
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
 from tuner.execution.resume import StoredSweep
 from tuner.execution.trial import Trial
 from tuner.execution.trial_actor import TrialActor
+from tuner.execution.trial_naming import TrialNamer
 from tuner.search.searcher import Searcher
 from tuner.search.variants import flatten_dict
 from tuner.stopper import Stopper
@@ -81,6 +85,10 @@ class Controller:
         reporter: ProgressReporter | None = None,
         callbacks: CallbackList | None = None,
         callback_info: dict[str, Any] | None = None,
+        checkpoint_manager: CheckpointManager | None = None,
+        trial_namer: TrialNamer | None = None,
+        fail_fast: bool | str = False,
+        profiler: SweepProfiler | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -100,9 +108,15 @@ class Controller:
         self._checkpoint_freq = checkpoint_freq
         self._checkpoint_at_end = checkpoint_at_end
         self._time_budget_s = time_budget_s
-        self._reporter = reporter or ProgressReporter(verbose=0)
         self._callbacks = callbacks or CallbackList([])
+        if reporter is not None:  # the progress output is a callback like any other
+            self._callbacks.add(reporter)
+        self._checkpoints = checkpoint_manager or CheckpointManager(store, experiment_id, run_dir)
+        self._namer = trial_namer
+        self._fail_fast = fail_fast
+        self._failed_fast = False  # a trial failed for good under fail_fast: stop everything
         self._callback_info = dict(callback_info or {})
+        self._profiler = profiler
         self._iteration = 0  # loop passes, the ``iteration`` callbacks see
 
         self._trials: list[Trial] = []
@@ -171,6 +185,8 @@ class Controller:
         scheduler and searcher state had not seen yet."""
         self._trials = list(sweep.trials)
         self._by_id = {t.trial_id: t for t in self._trials}
+        for trial in self._trials if self._namer else ():
+            self._namer(trial)
         self._seen = dict(sweep.seen)
         self._told_ended = set(sweep.told_ended)
         if sweep.scheduler_state is not None:
@@ -205,29 +221,34 @@ class Controller:
     def run(self) -> list[Trial]:
         """Run the experiment until every trial has ended; return the trials."""
         self._start_time = time.monotonic()
+        if self._profiler is not None:
+            self._profiler.loop_start()
         self._read_cluster_resources(force=True)
         self._callbacks.call("setup", **self._callback_info)
         try:
             while not self._finished():
+                self._callbacks.call("on_step_begin", self._iteration, self._trials)
                 self._check_budgets()
                 self._fill()
                 self._wait_and_process(timeout=0.5)
                 self._iteration += 1
                 self._save_state()
-                self._reporter.maybe_report(self._trials)
+                self._callbacks.call("on_step_end", self._iteration, self._trials)
             self._flush_results()
             self._save_state(force=True)
             self._store.set_experiment_status(self._experiment_id, "TERMINATED")
-        except BaseException:
+        except BaseException as exc:
             self._flush_results()
             self._store.set_experiment_status(self._experiment_id, "ERROR")
-            self._abort_running()
+            self._abort_running(interrupted=isinstance(exc, KeyboardInterrupt))
             raise
         finally:
+            if self._profiler is not None:
+                for trial_id in self._profiler.loop_end():  # still held: running when the loop ended
+                    self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
             self._destroy_all_slots()
             self._store.flush()
             self._callbacks.call("on_experiment_end", self._trials)
-            self._reporter.final_report(self._trials)
         return list(self._trials)
 
     def _finished(self) -> bool:
@@ -250,8 +271,9 @@ class Controller:
         if self._stop_everything:
             return
         over_time = self._time_budget_s is not None and time.monotonic() - self._start_time >= self._time_budget_s
-        if over_time or self._stopper.stop_all():
-            logger.info("stopping all trials: %s", "time budget spent" if over_time else "stopper.stop_all()")
+        if over_time or self._stopper.stop_all() or self._failed_fast:
+            why = "time budget spent" if over_time else "a trial failed (fail_fast)" if self._failed_fast else "stopper.stop_all()"
+            logger.info("stopping all trials: %s", why)
             self._stop_everything = True
             for trial in list(self._trials):
                 if trial.status == RUNNING:
@@ -262,7 +284,8 @@ class Controller:
     # -- adding and starting trials ----------------------------------------------------------------
     def _fill(self) -> None:
         while not self._stop_everything:
-            trial = self._scheduler.choose_trial_to_run(self)
+            with self._timed("scheduler"):
+                trial = self._scheduler.choose_trial_to_run(self)
             if trial is None:
                 if not self._can_start_more() or not self._add_trial_from_searcher():
                     break
@@ -283,7 +306,8 @@ class Controller:
             self._searcher_finished = True
             return False
         trial_id = f"{self._id_prefix}_{len(self._trials):05d}"
-        config = self._searcher.suggest(trial_id)
+        with self._timed("searcher"):
+            config = self._searcher.suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
             live = any(t.status in (PENDING, PAUSED, RUNNING) for t in self._trials)
             if config == Searcher.FINISHED or not live:
@@ -299,12 +323,15 @@ class Controller:
             run_dir=self._run_dir,
             placement_group_factory=pgf,
         )
+        if self._namer:
+            self._namer(trial)
         check_feasible(pgf, self._nodes, f"resources of trial {trial.trial_name}")
         self._trials.append(trial)
         self._by_id[trial_id] = trial
         self._scheduler.on_trial_add(self, trial)
         with self._store.batch():  # the trial and the searcher state that made it land together
             self._store.add_trial(self._experiment_id, trial_id, trial.index, config, PENDING, config_blob=_blob(config))
+            self._store.update_trial(trial_id, trial_dir=trial.trial_dir)
             self._save_state(force=True)
         return True
 
@@ -318,6 +345,8 @@ class Controller:
         if slot is None:
             return False
         self._slots[trial.trial_id] = slot
+        if self._profiler is not None:
+            self._profiler.acquire(trial.trial_id, slot.pgf.required().get("CPU", 0.0), new_actor=not slot.has_trainable)
         self._set_status(trial, RUNNING)
         self._callbacks.call("on_trial_start", self._iteration, self._trials, trial)
         reapply_config = False
@@ -414,6 +443,12 @@ class Controller:
 
     def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
         """Apply a batch of results in order; drop what follows a decision other than CONTINUE."""
+        if results and "_timing" in results[-1]:  # the actor's timing (see TrialActor.run)
+            timing = results.pop()["_timing"]
+            if self._profiler is not None:
+                previous = self._profiler.actor_timing(trial.trial_id, timing, results)
+                if previous is not None:  # its cleanup came with this call: store its row again
+                    self._store.save_trial_profile(self._experiment_id, previous, self._profiler.trial_row(previous))
         for result in results:
             if "_error" in result:
                 self._on_trial_failure(trial, result["_error"], actor_died=False)
@@ -461,6 +496,10 @@ class Controller:
         if not force and now - self._state_saved_at < _STATE_SAVE_INTERVAL_S:
             return
         self._state_saved_at = now
+        with self._timed("store"):
+            self._write_state()
+
+    def _write_state(self) -> None:
         blobs = {"controller": ray.cloudpickle.dumps({"seen": self._seen, "told_ended": sorted(self._told_ended)})}
         for key, owner in (("scheduler", self._scheduler), ("searcher", self._searcher)):
             try:
@@ -476,7 +515,12 @@ class Controller:
     def _flush_results(self) -> None:
         if self._pending_rows:
             rows, self._pending_rows = self._pending_rows, []
-            self._store.add_results(self._experiment_id, rows)
+            with self._timed("store"):
+                self._store.add_results(self._experiment_id, rows)
+
+    def _timed(self, part: str) -> Any:
+        """Time the driver's work on ``part`` for the sweep's profile (when there is one)."""
+        return self._profiler.driver_part(part) if self._profiler is not None else contextlib.nullcontext()
 
     # -- results and decisions -------------------------------------------------------------------
     def _on_step_result(self, trial: Trial, result: dict[str, Any]) -> bool:
@@ -498,17 +542,19 @@ class Controller:
         if iteration <= self._seen.get(trial.trial_id, 0):
             return True  # re-run after a restore from an older checkpoint: decided on already
         self._seen[trial.trial_id] = iteration
-        self._reporter.on_result(trial, result)
         if self._callbacks:
-            self._callbacks.call("on_trial_result", self._iteration, self._trials, trial, result)
-        self._searcher.on_trial_result(trial.trial_id, flat)
+            with self._timed("callbacks"):
+                self._callbacks.call("on_trial_result", self._iteration, self._trials, trial, result)
+        with self._timed("searcher"):
+            self._searcher.on_trial_result(trial.trial_id, flat)
         if result.get("done") or self._stopper(trial.trial_id, flat):
             self._complete_trial(trial)
             return False
         if self._stop_everything:
             self._end_trial(trial, TERMINATED)
             return False
-        decision = self._scheduler.on_trial_result(self, trial, flat)
+        with self._timed("scheduler"):
+            decision = self._scheduler.on_trial_result(self, trial, flat)
         if decision == TrialScheduler.CONTINUE:
             return True
         if decision == TrialScheduler.STOP:
@@ -597,17 +643,26 @@ class Controller:
         self._flush_results()
         trial.checkpoint_path = path
         self._store.update_trial(trial.trial_id, checkpoint_path=path)
+        self._checkpoints.register(trial.trial_id, path, trial.iteration, trial.last_result,
+                                   protected=lambda: self._checkpoint_paths(but=None))
         if self._callbacks:
             self._callbacks.call("on_checkpoint", self._iteration, self._trials, trial, Checkpoint(path))
+
+    def _checkpoint_paths(self, but: Trial | None) -> set[str]:
+        """The checkpoints trials point at (other than ``but``): retention must not delete them."""
+        return {t.checkpoint_path for t in self._trials if t is not but and t.checkpoint_path}
 
     def _set_status(self, trial: Trial, status: str) -> None:
         trial.status = status
         fields: dict[str, Any] = {"status": status}
         if trial.last_result is not None:
             fields["last_result"] = trial.last_result
+        if status == TERMINATED:  # finished: trimmed to its num_to_keep best checkpoints
+            moved = self._checkpoints.finish(trial.trial_id, protected=lambda: self._checkpoint_paths(but=trial))
+            if moved is not None:
+                trial.checkpoint_path = fields["checkpoint_path"] = moved
         self._store.update_trial(trial.trial_id, **fields)
         if status in (TERMINATED, ERROR):
-            self._reporter.on_trial_end(trial)
             hook = "on_trial_complete" if status == TERMINATED else "on_trial_error"
             self._callbacks.call(hook, self._iteration, self._trials, trial)
 
@@ -620,6 +675,7 @@ class Controller:
         self._drop_inflight(trial)
         if actor_died:
             slot = self._slots.pop(trial.trial_id, None)
+            self._profile_release(trial)
             if slot is not None:
                 self._destroy_slot(slot)
         else:
@@ -631,6 +687,7 @@ class Controller:
         self._set_status(trial, ERROR)
         self._scheduler.on_trial_error(self, trial)
         self._searcher_complete(trial, error=True)
+        self._failed_fast = self._failed_fast or bool(self._fail_fast)
 
     def _drop_inflight(self, trial: Trial) -> None:
         """Forget calls still in flight for ``trial``: their answers no longer matter."""
@@ -656,6 +713,7 @@ class Controller:
     # -- slots -------------------------------------------------------------------------------------
     def _release_slot(self, trial: Trial) -> None:
         slot = self._slots.pop(trial.trial_id, None)
+        self._profile_release(trial)
         if slot is None:
             return
         if not self._is_function:
@@ -663,6 +721,12 @@ class Controller:
             # holds nothing but its thread, which the actor's next start or exit ends.
             slot.actor.stop.remote()
         self._idle.append(slot)
+
+    def _profile_release(self, trial: Trial) -> None:
+        """The trial gave its resources back: account its time and store its profile so far."""
+        if self._profiler is not None and self._profiler.release(trial.trial_id):
+            self._store.save_trial_profile(self._experiment_id, trial.trial_id,
+                                           self._profiler.trial_row(trial.trial_id))
 
     def _destroy_slot(self, slot: _Slot) -> None:
         try:
@@ -674,10 +738,14 @@ class Controller:
         except Exception:  # noqa: BLE001
             pass
 
-    def _abort_running(self) -> None:
+    def _abort_running(self, interrupted: bool = False) -> None:
+        """End what runs after an exception; an interrupt (Ctrl-C) leaves running trials on record
+        as RUNNING, so a resume continues them from their last checkpoint."""
         for trial in self._trials:
-            if trial.status == RUNNING:
+            if trial.status == RUNNING and not interrupted:
                 self._set_status(trial, ERROR if trial.error else TERMINATED)
+            elif trial.status == RUNNING and trial.last_result is not None:  # for the results so far
+                self._store.update_trial(trial.trial_id, last_result=trial.last_result)
         self._inflight.clear()
         for slot in self._slots.values():
             self._destroy_slot(slot)

@@ -7,13 +7,15 @@ import sys
 import time
 from typing import Any, Sequence, TextIO
 
+from tuner.callback import Callback
 from tuner.execution.trial import Trial
 
 
-class ProgressReporter:
+class ProgressReporter(Callback):
     """Prints a status line every ``interval_s`` seconds and a summary at the end.
 
     verbose: 0 silent, 1 periodic status and summary, 2 also each trial's end, 3 also every result.
+    A ``tune.Callback`` like any logger: the controller feeds it through the callback hooks.
     """
 
     def __init__(self, verbose: int = 1, metric: str | None = None, mode: str | None = None,
@@ -74,3 +76,20 @@ class ProgressReporter:
     def final_report(self, trials: Sequence[Trial]) -> None:
         if self.verbose >= 1:
             self._print(self.status_line(trials))
+
+    # -- the callback hooks ----------------------------------------------------------------------
+    def on_trial_result(self, iteration: int, trials: Sequence[Trial], trial: Trial, result: dict[str, Any],
+                        **info: Any) -> None:
+        self.on_result(trial, result)
+
+    def on_trial_complete(self, iteration: int, trials: Sequence[Trial], trial: Trial, **info: Any) -> None:
+        self.on_trial_end(trial)
+
+    def on_trial_error(self, iteration: int, trials: Sequence[Trial], trial: Trial, **info: Any) -> None:
+        self.on_trial_end(trial)
+
+    def on_step_end(self, iteration: int, trials: Sequence[Trial], **info: Any) -> None:
+        self.maybe_report(trials)
+
+    def on_experiment_end(self, trials: Sequence[Trial], **info: Any) -> None:
+        self.final_report(trials)

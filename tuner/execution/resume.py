@@ -19,7 +19,9 @@ from tuner.execution.resources import PlacementGroupFactory
 from tuner.execution.trial import Trial
 from tuner.store import Store
 
-RESUME_MODES = (True, False, "AUTO", "ERRORED_ONLY")
+#: "ERRORED_ONLY" also retries failed trials from their last checkpoint; "RESTART_ERRORED" retries
+#: them from scratch (their checkpoints and stored results are dropped).
+RESUME_MODES = (True, False, "AUTO", "ERRORED_ONLY", "RESTART_ERRORED")
 
 
 @dataclasses.dataclass
@@ -33,6 +35,8 @@ class StoredSweep:
     told_ended: set[str]
     #: (trial, result) stored after the snapshot, in the order they were reported.
     replay: list[tuple[Trial, dict[str, Any]]]
+    #: Failed trials that start again from scratch (``restart_errored``).
+    restarted: list[str] = dataclasses.field(default_factory=list)
 
 
 def validate_resume(resume: Any) -> Any:
@@ -55,17 +59,29 @@ def load_sweep(
     run_dir: str,
     resources_for: Callable[[dict[str, Any]], PlacementGroupFactory],
     retry_errored: bool,
+    restart_errored: bool = False,
 ) -> StoredSweep:
-    """The stored trials (interrupted ones set back to PENDING) and the last snapshot."""
+    """The stored trials (interrupted ones set back to PENDING) and the last snapshot.
+
+    With ``restart_errored`` failed trials start again from scratch: their stored results are
+    deleted here and they lose their checkpoint (the caller deletes its files).
+    """
     meta = _state(store, experiment_id, "controller") or {}
     seen: dict[str, int] = dict(meta.get("seen", {}))
     trials: list[Trial] = []
+    restarted: list[str] = []
     for row in store.trials(experiment_id):
         config = pickle.loads(row["config_blob"]) if row.get("config_blob") else row["config"]
         status = row["status"]
         if status == RUNNING:
             status = PENDING  # interrupted: it starts again from its last checkpoint
         num_failures = int(row.get("num_failures") or 0)
+        if status == ERROR and restart_errored:
+            restarted.append(row["trial_id"])
+            store.delete_results(experiment_id, row["trial_id"])
+            store.update_trial(row["trial_id"], checkpoint_path=None, last_result=None)
+            row = {**row, "checkpoint_path": None, "last_result": None}
+            seen.pop(row["trial_id"], None)
         if status == ERROR and retry_errored:
             status, num_failures = PENDING, 0
         trial = Trial(
@@ -101,6 +117,7 @@ def load_sweep(
         seen=seen,
         told_ended=set(meta.get("told_ended", ())),
         replay=replay,
+        restarted=restarted,
     )
 
 

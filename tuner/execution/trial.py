@@ -29,14 +29,17 @@ class Trial:
     checkpoint_path: str | None = None
     #: The scheduler's and stopper's view of the last result (nested keys flattened with '/').
     last_flat_result: dict[str, Any] | None = None
+    #: What ``trial_name_creator`` and ``trial_dirname_creator`` made of the trial, if given.
+    custom_name: str | None = None
+    custom_dirname: str | None = None
 
     @property
     def trial_name(self) -> str:
-        return f"{self.trainable_name}_{self.trial_id}"
+        return self.custom_name or f"{self.trainable_name}_{self.trial_id}"
 
     @property
     def trial_dir(self) -> str:
-        return os.path.join(self.run_dir, self.trial_name)
+        return os.path.join(self.run_dir, self.custom_dirname or f"{self.trainable_name}_{self.trial_id}")
 
     @property
     def iteration(self) -> int:

@@ -36,6 +36,10 @@ class TrialActor:
         self._start_error: str | None = None
         self._checkpoint_freq = 0
         self._trainable_cls: type[Trainable] | None = None
+        # Timing for the sweep's profile, reported with run()'s results (see run).
+        self._setup_s = 0.0
+        self._stop_s = 0.0
+        self._stopped: tuple[str, float] | None = None  # (trial, seconds) of the last cleanup
 
     def pid(self) -> int:
         return os.getpid()
@@ -55,6 +59,7 @@ class TrialActor:
         ``reset_config`` after the restore, so it wins over what the checkpoint held.
         """
         self._stop_trainable()
+        began = time.perf_counter()
         self._start_error = None
         self._info = info
         self._checkpoint_freq = checkpoint_freq
@@ -67,6 +72,7 @@ class TrialActor:
         except BaseException as exc:  # noqa: BLE001
             self._trainable = None
             self._start_error = _format(exc)
+        self._setup_s += time.perf_counter() - began
 
     def run(
         self,
@@ -86,9 +92,16 @@ class TrialActor:
         than ``window_s`` has passed since the call began: fast iterations share one round
         trip, a slow one comes back alone. The list ends early at a function's return (a
         ``_finished`` result) or at a failure: a failure in the first iteration raises, one
-        after earlier results comes back as a last entry holding ``_error`` (the traceback),
+        after earlier results comes back as an entry holding ``_error`` (the traceback),
         so the results before it are not lost.
+
+        The last entry is always ``{"_timing": ...}``, for the sweep's profile: when the call
+        began on this actor (``time.time()``), the seconds it spent building the trainable
+        (``setup_s``), in ``step()`` (``step_s``) and cleaning up the previous one in this call
+        (``stop_s``), and ``stopped``: the last cleanup since the previous report (trial id,
+        seconds, whether it ran inside this call or on its own, ``stop()``).
         """
+        began_at = time.time()
         if config is not None:
             assert info is not None
             if trainable_cls is not None:
@@ -108,6 +121,11 @@ class TrialActor:
             except TrialError as exc:
                 results.append({"_error": str(exc)})
                 break
+        step_s = time.monotonic() - began
+        results.append({"_timing": {"began": began_at, "setup_s": self._setup_s, "step_s": step_s,
+                                    "stop_s": self._stop_s, "stopped": self._stopped}})
+        self._setup_s = self._stop_s = 0.0
+        self._stopped = None
         return results
 
     def exploit(self, config: dict[str, Any], checkpoint_path: str, info: TrialInfo) -> bool:
@@ -203,9 +221,19 @@ class TrialActor:
 
     def stop(self) -> None:
         """Clean up the current trainable; the actor stays, ready for another trial."""
-        self._stop_trainable()
+        self._stop_trainable(in_call=False)
 
-    def _stop_trainable(self) -> None:
+    def _stop_trainable(self, in_call: bool = True) -> None:
+        """Clean up the trainable; ``in_call``: inside the next trial's run (else on its own, while
+        the actor is idle between trials)."""
         trainable, self._trainable = self._trainable, None
         if trainable is not None:
-            trainable.stop()
+            began = time.perf_counter()
+            try:
+                trainable.stop()
+            finally:
+                seconds = time.perf_counter() - began
+                if in_call:
+                    self._stop_s += seconds
+                if self._info is not None:
+                    self._stopped = (self._info.trial_id, seconds, in_call)

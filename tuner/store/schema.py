@@ -7,6 +7,9 @@ Schema versions and their migrations:
 ====  ========  =======================================================================
   1   0001      schema_version, experiments, trials, results, experiment_state
   2   0002      exploits (PBT lineage); trials.metric_value and its index (best trial)
+  3   0003      checkpoints (every checkpoint of a trial, its metrics, whether retention
+                deleted it); trials.trial_dir
+  4   0004      trial_profiles (where each trial's time went: tuner show NAME --profile)
 ====  ========  =======================================================================
 
 Changing a table: edit it here, bump :data:`SCHEMA_VERSION`, add the Alembic revision that does
@@ -21,10 +24,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 #: The version of the tables below; the ``schema_version`` table of a database holds its version.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 
 #: Alembic revision id that leaves a database at each schema version.
-REVISIONS: dict[int, str] = {1: "0001", 2: "0002"}
+REVISIONS: dict[int, str] = {1: "0001", 2: "0002", 3: "0003", 4: "0004"}
 
 #: The newest revision (what a database made by :meth:`Store` is stamped with).
 HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
@@ -74,6 +77,7 @@ trials = sa.Table(
     # The experiment's metric (experiments.metric, flattened key) in last_result when it is a finite
     # number, else NULL: written with last_result, so the best trial is an index lookup.
     sa.Column("metric_value", sa.Double, nullable=True),
+    sa.Column("trial_dir", sa.Text, nullable=True),  # the trial's directory (checkpoints, files)
     sa.Index("ix_trials_experiment_metric", "experiment_id", "metric_value"),
 )
 
@@ -128,8 +132,50 @@ exploits = sa.Table(
     sa.Column("checkpoint_path", sa.Text, nullable=True),  # the donor checkpoint restored
 )
 
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column(
+        "experiment_id",
+        sa.Integer,
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("trial_id", sa.String(64), nullable=False),
+    sa.Column("path", sa.Text, nullable=False),  # the checkpoint directory
+    sa.Column("iteration", sa.Integer, nullable=False),  # the trial's iteration it covers
+    sa.Column("timestamp", sa.Double, nullable=False),  # when it was registered
+    sa.Column("metrics", sa.Text, nullable=True),  # JSON of the result it was taken with
+    sa.Column("deleted", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
+    sa.Column("deleted_at", sa.Double, nullable=True),  # when retention (num_to_keep) deleted it
+    sa.UniqueConstraint("trial_id", "path", name="uq_checkpoints_trial_path"),
+)
+
+trial_profiles = sa.Table(
+    "trial_profiles",
+    metadata,
+    sa.Column(
+        "experiment_id",
+        sa.Integer,
+        sa.ForeignKey("experiments.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("trial_id", sa.String(64), nullable=False),
+    sa.Column("cpus", sa.Double, nullable=False),  # the CPUs its placement group holds
+    sa.Column("hold_s", sa.Double, nullable=False),  # seconds holding them, the sum of the parts below
+    sa.Column("start_s", sa.Double, nullable=False),  # actor boot, setup, restore
+    sa.Column("sampling_s", sa.Double, nullable=False),  # the trainer's sample_time_s
+    sa.Column("learning_s", sa.Double, nullable=False),  # the trainer's learn_time_s
+    sa.Column("other_training_s", sa.Double, nullable=False),  # the rest of step()
+    sa.Column("stop_s", sa.Double, nullable=False),  # cleanup
+    sa.Column("waiting_s", sa.Double, nullable=False),  # held, waiting on the controller
+    sa.PrimaryKeyConstraint("experiment_id", "trial_id", name="pk_trial_profiles"),
+)
+
 #: Tables that hold tuner data (everything but ``schema_version``).
-DATA_TABLES = (experiments, trials, results, experiment_state, exploits)
+DATA_TABLES = (experiments, trials, results, experiment_state, exploits, checkpoints, trial_profiles)
 
 #: Alembic's own bookkeeping table (the revision a database is at), as Alembic creates it. Not part
 #: of :data:`metadata`: the store writes it when it creates a database, Alembic keeps it afterwards.

@@ -32,7 +32,16 @@ from sqlalchemy.pool import StaticPool
 
 from . import codec, migrate, schema
 from .errors import StoreError
-from .schema import SCHEMA_VERSION, experiment_state, experiments, exploits, results, trials
+from .schema import (
+    SCHEMA_VERSION,
+    checkpoints,
+    experiment_state,
+    experiments,
+    exploits,
+    results,
+    trial_profiles,
+    trials,
+)
 
 __all__ = ["Store", "StoreError", "default_database_url", "mask_url"]
 
@@ -69,10 +78,13 @@ _STATE = 4
 _EXP_STATUS = 5
 _EXPLOIT = 6
 _GROUP = 7  # (_GROUP, [ops]): written in one transaction
+_CHECKPOINT = 8
+_PROFILE = 9
 
 _TRIAL_FIELDS = frozenset(
-    {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob"}
+    {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob", "trial_dir"}
 )
+_CHECKPOINT_COLS = ("experiment_id", "trial_id", "path", "iteration", "timestamp", "metrics", "deleted", "deleted_at")
 
 _RESULT_COLS = ("experiment_id", "trial_id", "iteration", "timestamp", "data")
 _MAX_BATCH_ROWS = 50_000  # commit at least this often under a flood of results
@@ -128,6 +140,8 @@ class Store:
         self._url = make_url(url)
         self.url_for_display = mask_url(self._url)
         self._flush_interval = max(0.0, float(flush_interval_s))
+        #: Seconds the writer thread has spent writing (a sweep's profile reports it).
+        self.write_seconds = 0.0
         self._closed = False
         self._close_lock = threading.Lock()
         self._errors: list[BaseException] = []
@@ -206,6 +220,11 @@ class Store:
             self._upsert_state = ins.on_conflict_do_update(
                 index_elements=[experiment_state.c.experiment_id, experiment_state.c.key],
                 set_={"value": ins.excluded.value, "updated_at": ins.excluded.updated_at},
+            )
+            ins = dialect_insert(checkpoints)
+            self._upsert_checkpoint = ins.on_conflict_do_update(
+                index_elements=[checkpoints.c.trial_id, checkpoints.c.path],
+                set_={c: ins.excluded[c] for c in _CHECKPOINT_COLS[3:]},
             )
             self._native_upsert = True
         else:
@@ -422,7 +441,7 @@ class Store:
 
     def update_trial(self, trial_id: str, **fields: Any) -> None:
         """Queue an update of a trial. Fields: status, error, num_failures, checkpoint_path,
-        last_result (dict), config, config_blob."""
+        last_result (dict), config, config_blob, trial_dir."""
         if self._closed:
             self._check_open()
         if not fields:
@@ -484,6 +503,73 @@ class Store:
             item["new_config"] = codec.decode(item["new_config"])
             out.append(item)
         return out
+
+    def record_checkpoint(
+        self,
+        experiment_id: int,
+        trial_id: str,
+        path: str,
+        *,
+        iteration: int,
+        metrics: Mapping | None,
+        timestamp: float,
+        deleted_at: float | None = None,
+    ) -> None:
+        """Queue the record of a checkpoint of ``trial_id`` at ``path`` (the result it was taken with
+        in ``metrics``); ``deleted_at`` marks it deleted from disk. One row per trial and path:
+        recording a path again replaces its row."""
+        self._check_open()
+        self._put((_CHECKPOINT, experiment_id, trial_id, path, iteration, metrics, timestamp, deleted_at))
+
+    def save_trial_profile(self, experiment_id: int, trial_id: str, row: Mapping[str, float]) -> None:
+        """Queue where a trial's time went (see :mod:`tuner.execution.profiler`): ``cpus``,
+        ``hold_s`` and the parts' ``*_s`` seconds; replaces the trial's previous row."""
+        self._check_open()
+        columns = [c.name for c in trial_profiles.columns if c.name not in ("experiment_id", "trial_id")]
+        missing = [c for c in columns if c not in row]
+        if missing:
+            raise ValueError(f"save_trial_profile: row lacks {missing} (expected {columns})")
+        self._put((_PROFILE, experiment_id, trial_id, {c: float(row[c]) for c in columns}))
+
+    def trial_profiles(self, experiment_id: int) -> dict[str, dict[str, float]]:
+        """Every stored trial profile of an experiment: trial_id -> {cpus, hold_s, start_s, ...}."""
+        self._check_open()
+        self._wait()
+        stmt = sa.select(trial_profiles).where(trial_profiles.c.experiment_id == int(experiment_id))
+        with self._db_lock, self._engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return {
+            r["trial_id"]: {k: float(v) for k, v in r.items() if k not in ("experiment_id", "trial_id")}
+            for r in rows
+        }
+
+    def checkpoints(self, experiment_id: int, trial_id: str | None = None) -> list[dict[str, Any]]:
+        """Checkpoint records of an experiment (or one trial), oldest first (by ``timestamp``, when
+        the checkpoint was registered): trial_id, path, iteration, timestamp, metrics (decoded),
+        deleted, deleted_at."""
+        self._check_open()
+        self._wait()
+        stmt = sa.select(checkpoints).where(checkpoints.c.experiment_id == int(experiment_id))
+        if trial_id is not None:
+            stmt = stmt.where(checkpoints.c.trial_id == str(trial_id))
+        with self._db_lock, self._engine.connect() as conn:
+            rows = conn.execute(stmt.order_by(checkpoints.c.timestamp, checkpoints.c.id)).mappings().all()
+        out = []
+        for row in rows:
+            item = dict(row)
+            item["metrics"] = codec.decode(item["metrics"])
+            item["deleted"] = bool(item["deleted"])
+            out.append(item)
+        return out
+
+    def delete_results(self, experiment_id: int, trial_id: str) -> int:
+        """Delete every stored result of one trial now (a trial restarted from scratch); returns
+        how many rows went. Everything queued before is committed first."""
+        self._check_open()
+        self._wait()
+        stmt = results.delete().where(results.c.trial_id == str(trial_id), results.c.experiment_id == int(experiment_id))
+        with self._db_lock, self._engine.begin() as conn:
+            return int(conn.execute(stmt).rowcount or 0)
 
     def set_experiment_status(self, experiment_id: int, status: str) -> None:
         """Queue a change of an experiment's status."""
@@ -843,12 +929,14 @@ class Store:
                 else:
                     nrows += _weight(item)
             ops = [x for x in batch if type(x) is tuple]
+            began = time.perf_counter()
             try:
                 if ops:
                     self._write(ops, conn_box)
             except BaseException as e:  # never let the writer die
                 self._record(e)
             finally:
+                self.write_seconds += time.perf_counter() - began
                 for x in batch:
                     if x is _STOP:
                         stop = True
@@ -942,6 +1030,8 @@ class Store:
         states: dict[tuple[int, str], dict[str, Any]] = {}
         statuses: list[dict[str, Any]] = []
         exploit_rows: list[dict[str, Any]] = []
+        checkpoint_rows: dict[tuple[str, str], dict[str, Any]] = {}
+        profile_rows: dict[tuple[int, str], dict[str, Any]] = {}
         # (experiment_id, trial_id, iteration, timestamp, data), in the order of _RESULT_COLS
         result_rows: dict[tuple[str, int], tuple] = {}
         flat: list[tuple] = []
@@ -1022,6 +1112,20 @@ class Store:
                 elif kind == _EXP_STATUS:
                     _, eid, status, now = op
                     statuses.append({"p_id": int(eid), "p_status": _text(status), "p_ts": now})
+                elif kind == _CHECKPOINT:
+                    _, eid, trial_id, path, iteration, metrics, ts, deleted_at = op
+                    key = (str(trial_id), str(path))
+                    checkpoint_rows.pop(key, None)  # the last record of a path wins
+                    checkpoint_rows[key] = {
+                        "experiment_id": int(eid), "trial_id": key[0], "path": key[1], "iteration": int(iteration),
+                        "timestamp": float(ts), "metrics": None if metrics is None else encode(metrics),
+                        "deleted": deleted_at is not None,
+                        "deleted_at": None if deleted_at is None else float(deleted_at),
+                    }
+                elif kind == _PROFILE:
+                    _, eid, trial_id, values = op
+                    key = (int(eid), str(trial_id))
+                    profile_rows[key] = {"experiment_id": key[0], "trial_id": key[1], **values}
             except Exception as e:
                 self._record(e)
         steps = trial_steps
@@ -1031,6 +1135,10 @@ class Store:
             steps.append((_EXP_STATUS, statuses))
         if exploit_rows:
             steps.append((_EXPLOIT, exploit_rows))
+        if checkpoint_rows:
+            steps.append((_CHECKPOINT, checkpoint_rows))
+        if profile_rows:
+            steps.append((_PROFILE, profile_rows))
         if result_rows:
             steps.append((_RESULTS, list(result_rows.values())))
         return steps
@@ -1089,6 +1197,26 @@ class Store:
             conn.execute(self._upd_exp_status, acc)
         elif kind == _EXPLOIT:
             conn.execute(exploits.insert(), acc)
+        elif kind == _CHECKPOINT:
+            rows = list(acc.values())
+            if self._native_upsert:
+                conn.execute(self._upsert_checkpoint, rows)
+            else:
+                for r in rows:
+                    upd = (
+                        checkpoints.update()
+                        .where(checkpoints.c.trial_id == r["trial_id"], checkpoints.c.path == r["path"])
+                        .values({c: r[c] for c in _CHECKPOINT_COLS[3:]})
+                    )
+                    if conn.execute(upd).rowcount == 0:
+                        conn.execute(checkpoints.insert().values(**r))
+        elif kind == _PROFILE:  # replace: delete the trials' rows, insert the new ones
+            rows = list(acc.values())
+            for eid in {r["experiment_id"] for r in rows}:
+                ids = [r["trial_id"] for r in rows if r["experiment_id"] == eid]
+                conn.execute(trial_profiles.delete().where(trial_profiles.c.experiment_id == eid,
+                                                           trial_profiles.c.trial_id.in_(ids)))
+            conn.execute(trial_profiles.insert(), rows)
         else:  # pragma: no cover
             raise AssertionError(f"unknown store op {kind}")
 

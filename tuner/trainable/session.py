@@ -18,7 +18,14 @@ class _SessionState(threading.local):
 
 _state = _SessionState()
 _process_trainable: "FunctionTrainable | None" = None
+_process_info: TrialInfo | None = None  # the trial a class Trainable of this process runs
 _lock = threading.Lock()
+
+
+def _set_trial_info(info: TrialInfo | None) -> None:
+    """Record the trial this process runs (any trainable: ``get_context`` works in class Trainables too)."""
+    global _process_info
+    _process_info = info
 
 
 def _bind(trainable: "FunctionTrainable | None") -> None:
@@ -60,8 +67,11 @@ def get_checkpoint() -> Checkpoint | None:
 
 
 def get_context() -> TrainContext:
-    """The running trial's id, name and directory."""
-    info: TrialInfo | None = _current()._trial_info
+    """The running trial's id, name and directory (in a function or a class Trainable)."""
+    trainable = _state.trainable or _process_trainable
+    info: TrialInfo | None = trainable._trial_info if trainable is not None else _process_info
+    if trainable is None and info is None:
+        _current()  # raises: not inside a trial
     if info is None:
         info = TrialInfo(trial_id="default", trial_name="default", trial_dir=".", experiment_name="default")
     return TrainContext(info)

@@ -56,6 +56,10 @@ class Trainable:
         self._time_total = 0.0
         self._iterations_since_restore = 0
         self._latest_checkpoint: str | None = None
+        if trial_info is not None:
+            from tuner.trainable import session
+
+            session._set_trial_info(trial_info)
         self.setup(copy.deepcopy(self.config))
 
     # -- to override ---------------------------------------------------------------------

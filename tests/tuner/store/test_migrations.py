@@ -324,3 +324,38 @@ def test_failed_upgrade_changes_nothing(url):
     assert _versions(url) == ([1], [])
     with pytest.raises(StoreError, match="tuner.store.upgrade"):
         Store(url)
+
+
+def test_v2_database_upgrades_to_checkpoint_records(url):
+    """Version 3 adds the checkpoints table and trials.trial_dir; a version-2 database keeps its
+    data, and the new table and column work once upgraded (recording a path again replaces its row)."""
+    make_v1_database(url)
+    sqlite = sa.make_url(url).get_backend_name() == "sqlite"
+    engine = migrate._engine(url) if sqlite else sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            with conn.begin():
+                migrate.stamp(conn, schema.REVISIONS[1])
+            _alembic(conn, "upgrade", schema.REVISIONS[2])
+    finally:
+        engine.dispose()
+    assert database_version(url) == 2 and "checkpoints" not in _tables(url)
+    with pytest.raises(StoreError, match="schema version 2"):
+        Store(url)
+    assert upgrade(url) == (2, SCHEMA_VERSION)
+    assert _versions(url) == ([SCHEMA_VERSION], [schema.HEAD_REVISION])
+    with Store(url, create=False) as store:
+        eid = _check_v1_data_intact(store)
+        assert store.checkpoints(eid) == [] and all(t["trial_dir"] is None for t in store.trials(eid))
+        store.record_checkpoint(eid, "t0", "/ckpt/0/a", iteration=3, metrics={"score": 1}, timestamp=5.0)
+        store.record_checkpoint(eid, "t0", "/ckpt/0/b", iteration=4, metrics=None, timestamp=6.0)
+        store.flush()
+        store.record_checkpoint(eid, "t0", "/ckpt/0/a", iteration=3, metrics={"score": 1}, timestamp=5.0,
+                                deleted_at=7.0)
+        store.update_trial("t0", trial_dir="/runs/t0")
+        rows = store.checkpoints(eid)
+        assert [(r["path"], r["deleted"], r["deleted_at"], r["metrics"]) for r in rows] == [
+            ("/ckpt/0/a", True, 7.0, {"score": 1}), ("/ckpt/0/b", False, None, None)]
+        assert store.checkpoints(eid, "t1") == []
+        assert store.trials(eid)[0]["trial_dir"] == "/runs/t0"
+        assert store.delete_results(eid, "t1") == N_ITER and store.results(eid, "t1") == []

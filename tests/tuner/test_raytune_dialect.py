@@ -1,0 +1,193 @@
+"""Scripts written in Ray Tune's dialect (tests/tuner/raytune_dialect) run here unchanged but for
+their import lines, and what they ran is then checked in the store.
+
+``python -m tests.tuner.test_raytune_dialect OUTDIR`` writes the Ray Tune versions of the scripts
+(imports swapped) into OUTDIR, to run them on Ray Tune by hand: ``python OUTDIR/<script> STORAGE``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.conftest import ROOT
+from tuner import tune
+
+SCRIPTS = Path(__file__).parent / "raytune_dialect"
+#: Our import line prefix -> Ray Tune's. The only lines in which a script may differ.
+RAY_TUNE_IMPORTS = (
+    ("from tuner import tune", "from ray import tune"),
+    ("from tuner.tune import ", "from ray.tune import "),
+    ("from schedulers import ", "from ray.tune.schedulers import "),
+    ("from tuner.search.optuna import ", "from ray.tune.search.optuna import "),
+)
+SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py")
+
+
+def ray_tune_version(source: str) -> str:
+    """``source`` with its import lines swapped for Ray Tune's."""
+    out = []
+    for line in source.splitlines(keepends=True):
+        for ours, theirs in RAY_TUNE_IMPORTS:
+            if line.startswith(ours):
+                line = theirs + line[len(ours):]
+                break
+        out.append(line)
+    return "".join(out)
+
+
+def _imported_roots(source: str) -> set[str]:
+    roots = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("script", SCRIPT_NAMES)
+def test_script_differs_from_ray_tune_only_in_its_imports(script):
+    source = (SCRIPTS / script).read_text()
+    ported = ray_tune_version(source)
+    changed = [(a, b) for a, b in zip(source.splitlines(), ported.splitlines()) if a != b]
+    assert changed and all(a.startswith("from ") and b.startswith("from ray") for a, b in changed)
+    roots = _imported_roots(ported)
+    assert "ray" in roots and not roots & {"tuner", "schedulers", "algorithms"}, roots
+
+
+# ------------------------------------------------------------------------------------ running them
+
+
+def _run_script(name: str, storage: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a script as ``python SCRIPT STORAGE`` would, in this process (on the session's Ray)."""
+    monkeypatch.setattr(sys, "argv", [str(SCRIPTS / name), str(storage)])
+    runpy.run_path(str(SCRIPTS / name), run_name="__main__")
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    engine = sa.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sa.text(sql))]
+    finally:
+        engine.dispose()
+
+
+def _curves(analysis) -> dict[str, list[int]]:
+    return {tid: list(df["training_iteration"]) for tid, df in analysis.trial_dataframes.items()}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_function_trainable_with_checkpoints(tmp_path, monkeypatch):
+    _run_script("function_checkpoints.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "function_checkpoints") as analysis:
+        trials = {t.config["lr"]: t for t in analysis.trials}
+        assert sorted(trials) == [0.001, 0.01, 0.1]
+        assert {t.status for t in trials.values()} == {"TERMINATED"}
+        assert trials[0.1].num_failures == 1 and "lost the GPU at step 4" in trials[0.1].error
+        # Every step stored once, the failed trial's too (it went on from its step-3 checkpoint).
+        assert all(curve == list(range(1, 9)) for curve in _curves(analysis).values())
+        failed = analysis.trial_dataframes[trials[0.1].trial_id]
+        assert list(failed["step"]) == list(range(8))
+        for trial in trials.values():  # num_to_keep=2 by loss (min): the last two steps stay
+            kept = analysis.checkpoints(trial.trial_id)
+            assert [c["metrics"]["step"] for c in kept] == [6, 7]
+            on_disk = sorted(p.name for p in Path(trial.trial_dir).iterdir() if p.name.startswith("checkpoint_"))
+            assert on_disk == ["checkpoint_000007", "checkpoint_000008"]
+            deleted = [c for c in analysis.checkpoints(trial.trial_id, include_deleted=True) if c["deleted"]]
+            assert len(deleted) >= 6 and not any(os.path.exists(c["path"]) for c in deleted)
+        assert analysis.get_best_config("loss", "min") == {"lr": 0.01}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_class_trainable(tmp_path, monkeypatch):
+    _run_script("class_trainable.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "class_trainable") as analysis:
+        assert len(analysis.trials) == 3 and {t.status for t in analysis.trials} == {"TERMINATED"}
+        assert all(curve == list(range(1, 7)) for curve in _curves(analysis).values())
+        for trial in analysis.trials:  # checkpoint_frequency=2, and at the end (iteration 6, already taken)
+            assert [c["iteration"] for c in analysis.checkpoints(trial.trial_id)] == [2, 4, 6]
+            assert trial.checkpoint_path.endswith("checkpoint_000006")
+        spec = analysis.spec
+        assert (spec["trainable"], spec["checkpoint_freq"], spec["checkpoint_at_end"]) == ("Quadratic", 2, True)
+        assert analysis.get_best_config("loss", "min") == {"lr": 0.9}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_tuner_with_asha_and_optuna(tmp_path, monkeypatch):
+    _run_script("asha_optuna.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "asha_optuna") as analysis:
+        trials = analysis.trials
+        assert len(trials) == 10 and {t.status for t in trials} == {"TERMINATED"}
+        lengths = [len(c) for c in _curves(analysis).values()]
+        assert max(lengths) == 10 and min(lengths) < 10  # ASHA stopped some trials early
+        assert all(0 <= t.config["width"] < 20 and t.config["activation"] in ("relu", "tanh") for t in trials)
+        assert analysis.spec["search_alg"] == "OptunaSearch" and analysis.spec["scheduler"] == "ASHAScheduler"
+        db = Path(analysis.experiment_path) / "tuner.db"
+        assert {k for (k,) in _rows(db, "SELECT key FROM experiment_state")} >= {"scheduler", "searcher", "tuner"}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_tuner_restore_after_an_interrupted_fit(tmp_path, monkeypatch):
+    db = tmp_path / "restore_demo" / "tuner.db"
+    log = open(tmp_path / "first_run.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "restore.py"), str(tmp_path)], cwd=ROOT,
+        env=dict(os.environ, RAY_ADDRESS="auto"), stdout=log, stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            if db.exists() and _count(db, "SELECT COUNT(*) FROM results") >= 6:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be interrupted"
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    output = (tmp_path / "first_run.log").read_text()
+    # As in Ray Tune: fit() stops, says how to continue, and the script goes on with the results so far.
+    assert proc.returncode == 0 and "Tuner.restore(" in output and "trials: " in output, output[-3000:]
+    before = dict(((t, i), s) for t, i, s in _rows(db, "SELECT trial_id, iteration, data FROM results"))
+    statuses = [s for (s,) in _rows(db, "SELECT status FROM trials")]
+    assert 6 <= len(before) < 40 and statuses.count("TERMINATED") < 4
+
+    _run_script("restore.py", tmp_path, monkeypatch)  # the same script again: it restores and finishes
+    with tune.load(tmp_path / "restore_demo") as analysis:
+        trials = analysis.trials
+        assert len(trials) == 4 and {t.status for t in trials} == {"TERMINATED"}
+        assert all(curve == list(range(1, 11)) for curve in _curves(analysis).values())  # no gap, no repeat
+        after = dict(((t, i), s) for t, i, s in _rows(db, "SELECT trial_id, iteration, data FROM results"))
+        assert all(after[key] == value for key, value in before.items())  # nothing stored was lost or changed
+        resumed = analysis.results_df["resumed_from"]
+        assert (resumed > 0).any(), "no interrupted trial went on from its checkpoint"
+        assert analysis.get_best_config() == {"x": 4}
+
+
+def _count(db: Path, sql: str) -> int:
+    try:
+        return int(_rows(db, sql)[0][0])
+    except sa.exc.OperationalError:
+        return 0
+
+
+if __name__ == "__main__":  # write the Ray Tune versions of the scripts, to run them on Ray Tune by hand
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for name in SCRIPT_NAMES:
+        (out / name).write_text(ray_tune_version((SCRIPTS / name).read_text()))
+        print(out / name)
