@@ -3,7 +3,7 @@
     tuner sweep SPEC.yaml [--name N] [--address RAY] [--database-url URL] [--set key=value ...]
     tuner resume NAME
     tuner ls
-    tuner show NAME
+    tuner show NAME [--profile]
     tuner best NAME [--json]
     tuner export NAME --format csv|json
     tuner tensorboard NAME
@@ -65,6 +65,8 @@ def _add_query_verbs(verbs: Any) -> None:
 
     show = verbs.add_parser("show", help="a sweep's trials, status and best trial")
     show.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    show.add_argument("--profile", action="store_true",
+                      help="where the sweep's wall time went, summed over trials, then each trial's split")
     _sweep_location(show)
     show.set_defaults(handler="tuner.cli.query_cmd:cmd_show")
 

@@ -139,6 +139,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if experiment is None:
         raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
     analysis = _analysis(ref)
+    if getattr(args, "profile", False):
+        try:
+            return _show_profile(analysis)
+        finally:
+            analysis.close()
     try:
         trials = analysis.trials
         metric, mode = experiment.get("metric"), experiment.get("mode")
@@ -179,6 +184,28 @@ def cmd_show(args: argparse.Namespace) -> int:
                       f"config: {json.dumps(jsonable(best.config))}")
     finally:
         analysis.close()
+    return EXIT_OK
+
+
+_PROFILE_COLUMNS = ("cpus", "hold_s", "start_s", "sampling_s", "learning_s", "other_training_s", "stop_s",
+                    "waiting_s")
+
+
+def _show_profile(analysis: Any) -> int:
+    """``tuner show NAME --profile``: the profile table, then every trial's split (seconds)."""
+    from tuner.profile import format_profile
+
+    profile = analysis.profile()
+    if profile is None:
+        print("no time profile is stored for this sweep (it ran before profiles existed)")
+        return EXIT_OK
+    print(format_profile(profile))
+    rows = [[trial_id, *(fmt(round(row[c], 2)) for c in _PROFILE_COLUMNS)]
+            for trial_id, row in sorted(analysis.trial_profiles().items())]
+    if rows:
+        print()
+        print(format_table(["TRIAL", "CPUS", "HELD S", "START", "SAMPLING", "LEARNING", "OTHER", "STOP", "WAITING"],
+                           rows))
     return EXIT_OK
 
 

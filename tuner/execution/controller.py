@@ -244,8 +244,8 @@ class Controller:
             raise
         finally:
             if self._profiler is not None:
-                for trial_id in self._profiler.loop_end():  # still held: running when the loop ended
-                    self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
+                self._profiler.loop_end()  # trials still holding resources give them back
+                self._save_profiles()
             self._destroy_all_slots()
             self._store.flush()
             self._callbacks.call("on_experiment_end", self._trials)
@@ -446,9 +446,7 @@ class Controller:
         if results and "_timing" in results[-1]:  # the actor's timing (see TrialActor.run)
             timing = results.pop()["_timing"]
             if self._profiler is not None:
-                previous = self._profiler.actor_timing(trial.trial_id, timing, results)
-                if previous is not None:  # its cleanup came with this call: store its row again
-                    self._store.save_trial_profile(self._experiment_id, previous, self._profiler.trial_row(previous))
+                self._profiler.actor_timing(trial.trial_id, timing, results)
         for result in results:
             if "_error" in result:
                 self._on_trial_failure(trial, result["_error"], actor_died=False)
@@ -498,6 +496,7 @@ class Controller:
         self._state_saved_at = now
         with self._timed("store"):
             self._write_state()
+            self._save_profiles()
 
     def _write_state(self) -> None:
         blobs = {"controller": ray.cloudpickle.dumps({"seen": self._seen, "told_ended": sorted(self._told_ended)})}
@@ -723,10 +722,15 @@ class Controller:
         self._idle.append(slot)
 
     def _profile_release(self, trial: Trial) -> None:
-        """The trial gave its resources back: account its time and store its profile so far."""
-        if self._profiler is not None and self._profiler.release(trial.trial_id):
-            self._store.save_trial_profile(self._experiment_id, trial.trial_id,
-                                           self._profiler.trial_row(trial.trial_id))
+        """The trial gave its resources back: account its time (stored with the next state save)."""
+        if self._profiler is not None:
+            self._profiler.release(trial.trial_id)
+
+    def _save_profiles(self) -> None:
+        """Store the profiles of trials whose figures changed since the last save (one batch)."""
+        if self._profiler is not None:
+            for trial_id in self._profiler.take_changed():
+                self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
 
     def _destroy_slot(self, slot: _Slot) -> None:
         try:

@@ -80,6 +80,8 @@ _EXPLOIT = 6
 _GROUP = 7  # (_GROUP, [ops]): written in one transaction
 _CHECKPOINT = 8
 _PROFILE = 9
+#: The figures of a trial profile row (trial_profiles' columns but its keys).
+_PROFILE_COLS = tuple(c.name for c in trial_profiles.columns if c.name not in ("experiment_id", "trial_id"))
 
 _TRIAL_FIELDS = frozenset(
     {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob", "trial_dir"}
@@ -525,11 +527,10 @@ class Store:
         """Queue where a trial's time went (see :mod:`tuner.execution.profiler`): ``cpus``,
         ``hold_s`` and the parts' ``*_s`` seconds; replaces the trial's previous row."""
         self._check_open()
-        columns = [c.name for c in trial_profiles.columns if c.name not in ("experiment_id", "trial_id")]
-        missing = [c for c in columns if c not in row]
+        missing = [c for c in _PROFILE_COLS if c not in row]
         if missing:
-            raise ValueError(f"save_trial_profile: row lacks {missing} (expected {columns})")
-        self._put((_PROFILE, experiment_id, trial_id, {c: float(row[c]) for c in columns}))
+            raise ValueError(f"save_trial_profile: row lacks {missing} (expected {list(_PROFILE_COLS)})")
+        self._put((_PROFILE, experiment_id, trial_id, {c: float(row[c]) for c in _PROFILE_COLS}))
 
     def trial_profiles(self, experiment_id: int) -> dict[str, dict[str, float]]:
         """Every stored trial profile of an experiment: trial_id -> {cpus, hold_s, start_s, ...}."""
