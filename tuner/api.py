@@ -238,24 +238,8 @@ def run(
     resources_for = _resources_for(trainable_cls, resources_per_trial)
     reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
 
-    scheduler = scheduler or FIFOScheduler()
-    if not scheduler.set_search_properties(metric, mode, config=dict(config)):
-        raise ValueError(
-            f"scheduler: its metric/mode ({scheduler.metric!r}, {scheduler.mode!r}) conflict with "
-            f"tune.run's ({metric!r}, {mode!r})"
-        )
-    searcher = search_alg or BasicVariantGenerator()
-    if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=seed):
-        raise ValueError(
-            f"search_alg: {type(searcher).__name__} refused tune.run's metric/mode ({metric!r}, {mode!r}) "
-            f"or config: its own are ({searcher.metric!r}, {searcher.mode!r}); give the search space "
-            f"either to the searcher or to tune.run, not both"
-        )
-    # The grid generator knows how many trials it has (grid x num_samples); others stop at num_samples.
-    innermost = searcher
-    while hasattr(innermost, "searcher") and isinstance(innermost.searcher, Searcher):
-        innermost = innermost.searcher
-    max_trials = None if isinstance(innermost, BasicVariantGenerator) else num_samples
+    scheduler, searcher, innermost, max_trials = _prepare_search(
+        scheduler, search_alg, metric=metric, mode=mode, config=config, num_samples=num_samples, seed=seed)
 
     name = name or f"{trainable_cls.__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
@@ -267,14 +251,7 @@ def run(
     store = Store(url)
     lock: SweepLock | None = None
     try:
-        existing = store.get_experiment(name)
-        if existing is not None and not resume:
-            raise ValueError(
-                f"name: a sweep named {name!r} already exists in {store.url_for_display}; "
-                f"pass resume=True to continue it, or pick another name"
-            )
-        if existing is None and resume not in (False, "AUTO"):
-            raise ValueError(f"resume: there is no sweep named {name!r} in {store.url_for_display} to resume")
+        existing = _existing_sweep(store, name, resume)
         ray_began = time.monotonic()
         ensure_ray()
         ray_start_s = time.monotonic() - ray_began
@@ -292,11 +269,7 @@ def run(
             "resources_per_trial": repr(resources_per_trial),
             "max_concurrent_trials": max_concurrent_trials,
             "max_failures": max_failures,
-            "checkpoint_freq": ckpt.frequency,
-            "checkpoint_at_end": ckpt.at_end,
-            "keep_checkpoints_num": ckpt.num_to_keep,
-            "checkpoint_score_attribute": ckpt.score_attribute,
-            "checkpoint_score_order": ckpt.score_order,
+            **_checkpoint_spec(ckpt),
             "fail_fast": fail_fast,
             "seed": seed,
             "run_dir": str(run_dir),
@@ -359,15 +332,11 @@ def run(
             fail_fast=fail_fast,
         )
         if existing is not None:
-            sweep = load_sweep(
+            _adopt_stored_sweep(controller, checkpoints, load_sweep(
                 store, experiment_id, experiment_name=name, trainable_name=trainable_cls.__name__,
                 run_dir=str(run_dir), resources_for=resources_for,
                 retry_errored=resume in ("ERRORED_ONLY", "RESTART_ERRORED"), restart_errored=resume == "RESTART_ERRORED",
-            )
-            checkpoints.load()
-            for trial_id in sweep.restarted:
-                checkpoints.forget(trial_id)
-            controller.adopt(sweep)
+            ))
         store.set_experiment_status(experiment_id, "RUNNING")
         try:
             trials = controller.run()
@@ -379,10 +348,73 @@ def run(
             lock.release()
 
     analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
+    _raise_for_failures(trials, fail_fast=fail_fast, raise_on_failed_trial=raise_on_failed_trial)
+    return analysis
+
+
+def _prepare_search(
+    scheduler: TrialScheduler | None, search_alg: Searcher | None, *, metric: str | None, mode: str | None,
+    config: Mapping[str, Any], num_samples: int, seed: int | None,
+) -> tuple[TrialScheduler, Searcher, Searcher, int | None]:
+    """(scheduler, searcher, the innermost searcher (under limiters), the trial cap) for the sweep;
+    a scheduler or searcher that refuses the sweep's metric, mode or space is a ValueError."""
+    scheduler = scheduler or FIFOScheduler()
+    if not scheduler.set_search_properties(metric, mode, config=dict(config)):
+        raise ValueError(
+            f"scheduler: its metric/mode ({scheduler.metric!r}, {scheduler.mode!r}) conflict with "
+            f"tune.run's ({metric!r}, {mode!r})"
+        )
+    searcher = search_alg or BasicVariantGenerator()
+    if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=seed):
+        raise ValueError(
+            f"search_alg: {type(searcher).__name__} refused tune.run's metric/mode ({metric!r}, {mode!r}) "
+            f"or config: its own are ({searcher.metric!r}, {searcher.mode!r}); give the search space "
+            f"either to the searcher or to tune.run, not both"
+        )
+    # The grid generator knows how many trials it has (grid x num_samples); others stop at num_samples.
+    innermost = searcher
+    while hasattr(innermost, "searcher") and isinstance(innermost.searcher, Searcher):
+        innermost = innermost.searcher
+    max_trials = None if isinstance(innermost, BasicVariantGenerator) else num_samples
+    return scheduler, searcher, innermost, max_trials
+
+
+def _checkpoint_spec(ckpt: Any) -> dict[str, Any]:
+    """The checkpoint settings as the stored experiment spec records them."""
+    return {
+        "checkpoint_freq": ckpt.frequency,
+        "checkpoint_at_end": ckpt.at_end,
+        "keep_checkpoints_num": ckpt.num_to_keep,
+        "checkpoint_score_attribute": ckpt.score_attribute,
+        "checkpoint_score_order": ckpt.score_order,
+    }
+
+
+def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, sweep: Any) -> None:
+    """A resume: the checkpoint records come back (restarted trials lose theirs), then the trials."""
+    checkpoints.load()
+    for trial_id in sweep.restarted:
+        checkpoints.forget(trial_id)
+    controller.adopt(sweep)
+
+
+def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, Any] | None:
+    """The stored sweep of that name (None if there is none), checked against ``resume``."""
+    existing = store.get_experiment(name)
+    if existing is not None and not resume:
+        raise ValueError(
+            f"name: a sweep named {name!r} already exists in {store.url_for_display}; "
+            f"pass resume=True to continue it, or pick another name"
+        )
+    if existing is None and resume not in (False, "AUTO"):
+        raise ValueError(f"resume: there is no sweep named {name!r} in {store.url_for_display} to resume")
+    return existing
+
+
+def _raise_for_failures(trials: Sequence[Any], *, fail_fast: bool | str, raise_on_failed_trial: bool) -> None:
     failed = [t for t in trials if t.status == ERROR]
     if failed and isinstance(fail_fast, str):  # fail_fast="raise": the first failure's error
         raise TuneError(f"trial {failed[0].trial_name} failed (fail_fast='raise'):\n{failed[0].error}")
     if failed and raise_on_failed_trial:
         names = ", ".join(t.trial_name for t in failed)
         raise TuneError(f"{len(failed)} trial(s) did not complete: {names}; see analysis.errors or the store")
-    return analysis
