@@ -217,6 +217,71 @@ class ActorCritic(nn.Module):
             entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(len(obs))
         return logp, entropy, values
 
+    # -- learner side, fast path: the PPO loss and its gradient by hand ----------------------
+    def supports_manual_grad(self) -> bool:
+        """Whether :meth:`ppo_loss_and_grads` covers this network: Categorical actions, tanh."""
+        return self.discrete and self.activation == "tanh"
+
+    @torch.no_grad()
+    def ppo_loss_and_grads(
+        self, obs: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, returns: torch.Tensor,
+        advantages: torch.Tensor, clip: float, vf_coeff: float, ent_coeff: float,
+    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The clipped PPO loss of a minibatch and its gradient, derived by hand (Categorical
+        policy, tanh MLPs): (gradients in ``parameters()`` order, policy loss, value loss, ratio,
+        log ratio). The same numbers as autograd on :meth:`evaluate`'s loss, in about a third of
+        the torch calls: for a 64-wide network the calls are the cost (tested against autograd).
+
+        With ``z`` the logits, ``p = softmax(z)``, ``r = exp(log p_a - old_logp)`` and ``B`` the
+        minibatch: the surrogate ``-mean(min(A r, A clip(r)))`` has ``d/d log p_a = -A r / B``
+        where the unclipped term is the smaller (or equal), else 0; ``d log p_a / dz = onehot - p``;
+        the entropy bonus ``-c mean(H)`` has ``dz = c p (log p + H) / B``; the value loss
+        ``vf_coeff * 0.5 * mean((v - R)^2)`` has ``dv = vf_coeff (v - R) / B``; then the layers'
+        chain rule, ``tanh' = 1 - tanh^2``.
+        """
+        layers = self._tensors()
+        n = len(obs)
+        hs = [obs.expand(2, *obs.shape)]
+        for w, b in layers[:-1]:
+            hs.append(torch.tanh(torch.baddbmm(b, hs[-1], w)))
+        w_out, b_out = layers[-1]
+        out = torch.baddbmm(b_out, hs[-1], w_out)
+        logits, values = out[0], out[1, :, 0]
+        logp_all = torch.log_softmax(logits, dim=-1)
+        probs = logp_all.exp()
+        logp = logp_all.gather(1, actions[:, None])[:, 0]
+        log_ratio = logp - old_logp
+        ratio = log_ratio.exp()
+        unclipped, clipped = advantages * ratio, advantages * ratio.clamp(1 - clip, 1 + clip)
+        policy_loss = -torch.minimum(unclipped, clipped).mean()
+        diff = values - returns
+        vf_loss = 0.5 * diff.square().mean()
+        # d loss / d logits
+        g_logp = torch.where(unclipped <= clipped, unclipped, 0.0).mul_(-1.0 / n)
+        d_logits = probs.mul(-g_logp[:, None])
+        d_logits.scatter_add_(1, actions[:, None], g_logp[:, None])
+        if ent_coeff:
+            entropy = -(probs * logp_all).sum(-1, keepdim=True)
+            d_logits.addcmul_(probs, logp_all + entropy, value=ent_coeff / n)
+        d_out = torch.zeros_like(out)
+        d_out[0] = d_logits
+        d_out[1, :, 0] = diff * (vf_coeff / n)
+        # back through the layers
+        grads_w, grads_b = [], []
+        delta = d_out
+        for k in range(len(layers) - 1, -1, -1):
+            h_in = hs[k]
+            grads_w.append(torch.bmm(h_in.transpose(1, 2), delta))
+            grads_b.append(delta.sum(1, keepdim=True))
+            if k:
+                delta = torch.bmm(delta, layers[k][0].transpose(1, 2)).mul_(1 - hs[k].square())
+        grads_w.reverse()
+        grads_b.reverse()
+        by_param = {id(w): g for (w, _), g in zip(layers, grads_w)}
+        by_param.update({id(b): g for (_, b), g in zip(layers, grads_b)})
+        grads = [by_param[id(p)] for p in self.parameters()]
+        return grads, policy_loss, vf_loss, ratio, log_ratio
+
     # -- rollout side: numpy in, numpy out -------------------------------------------------
     def act(
         self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False
@@ -374,6 +439,8 @@ class PPO(DistributedTrainer):
 
     _name = "PPO"
     _defaults = PPO_DEFAULTS
+    #: Learn with ActorCritic.ppo_loss_and_grads where it applies (False: autograd everywhere).
+    manual_grad = True
     _aliases = {"lambda": "lambda_"}
     _rebuild_keys = DistributedTrainer._rebuild_keys + ("hidden_sizes", "activation", "use_sde", "sde_sample_freq")
     postprocess = staticmethod(compute_gae)
@@ -467,6 +534,7 @@ class PPO(DistributedTrainer):
         table = torch.cat(columns, dim=1)
         bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
         optimizer, params = self.optimizer, self._params
+        manual = self.manual_grad and vf_clip is None and self.policy.supports_manual_grad()
         policy_losses: list[torch.Tensor] = []
         vf_losses: list[torch.Tensor] = []
         kl_and_clip: list[torch.Tensor] = []
@@ -476,8 +544,18 @@ class PPO(DistributedTrainer):
             for start, stop in zip(bounds[:-1], bounds[1:]):
                 mb_obs, mb_actions, mb_old_logp, mb_old_values, target, adv = shuffled[start:stop].split(widths, 1)
                 mb_actions = mb_actions[:, 0].long() if discrete else mb_actions.reshape((stop - start,) + actions.shape[1:])
-                logp, entropy, values = self.policy.evaluate(mb_obs, mb_actions, with_entropy=ent_coeff > 0)
                 adv, target = adv[:, 0], target[:, 0]
+                if manual:  # the same loss and gradient as below, by hand (see ppo_loss_and_grads)
+                    grads, policy_loss, vf_loss, ratio, log_ratio = self.policy.ppo_loss_and_grads(
+                        mb_obs, mb_actions, mb_old_logp[:, 0], target, adv, clip, vf_coeff, ent_coeff)
+                    optimizer.step(grads, max_grad_norm)
+                    policy_losses.append(policy_loss)
+                    vf_losses.append(vf_loss)
+                    if last_epoch:
+                        kl = ((ratio - 1) - log_ratio).mean()
+                        kl_and_clip.append(torch.stack([kl, ((ratio - 1).abs() > clip).float().mean()]))
+                    continue
+                logp, entropy, values = self.policy.evaluate(mb_obs, mb_actions, with_entropy=ent_coeff > 0)
                 log_ratio = logp - mb_old_logp[:, 0]
                 ratio = log_ratio.exp()
                 # The clipped surrogate: -min(r A, clip(r) A), averaged.
