@@ -62,6 +62,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from algorithms.flat_adam import FlatAdam
+from algorithms.ppo_numpy import NumpyPPOUpdate, covers
 from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check
 
 PPO_DEFAULTS: dict[str, Any] = {
@@ -219,71 +221,6 @@ class ActorCritic(nn.Module):
         if with_entropy:
             entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(len(obs))
         return logp, entropy, values
-
-    # -- learner side, fast path: the PPO loss and its gradient by hand ----------------------
-    def supports_manual_grad(self) -> bool:
-        """Whether :meth:`ppo_loss_and_grads` covers this network: Categorical actions, tanh."""
-        return self.discrete and self.activation == "tanh"
-
-    @torch.no_grad()
-    def ppo_loss_and_grads(
-        self, obs: torch.Tensor, actions: torch.Tensor, old_logp: torch.Tensor, returns: torch.Tensor,
-        advantages: torch.Tensor, clip: float, vf_coeff: float, ent_coeff: float,
-    ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The clipped PPO loss of a minibatch and its gradient, derived by hand (Categorical
-        policy, tanh MLPs): (gradients in ``parameters()`` order, policy loss, value loss, ratio,
-        log ratio). The same numbers as autograd on :meth:`evaluate`'s loss, in about a third of
-        the torch calls: for a 64-wide network the calls are the cost (tested against autograd).
-
-        With ``z`` the logits, ``p = softmax(z)``, ``r = exp(log p_a - old_logp)`` and ``B`` the
-        minibatch: the surrogate ``-mean(min(A r, A clip(r)))`` has ``d/d log p_a = -A r / B``
-        where the unclipped term is the smaller (or equal), else 0; ``d log p_a / dz = onehot - p``;
-        the entropy bonus ``-c mean(H)`` has ``dz = c p (log p + H) / B``; the value loss
-        ``vf_coeff * 0.5 * mean((v - R)^2)`` has ``dv = vf_coeff (v - R) / B``; then the layers'
-        chain rule, ``tanh' = 1 - tanh^2``.
-        """
-        layers = self._tensors()
-        n = len(obs)
-        hs = [obs.expand(2, *obs.shape)]
-        for w, b in layers[:-1]:
-            hs.append(torch.tanh(torch.baddbmm(b, hs[-1], w)))
-        w_out, b_out = layers[-1]
-        out = torch.baddbmm(b_out, hs[-1], w_out)
-        logits, values = out[0], out[1, :, 0]
-        logp_all = torch.log_softmax(logits, dim=-1)
-        probs = logp_all.exp()
-        logp = logp_all.gather(1, actions[:, None])[:, 0]
-        log_ratio = logp - old_logp
-        ratio = log_ratio.exp()
-        unclipped, clipped = advantages * ratio, advantages * ratio.clamp(1 - clip, 1 + clip)
-        policy_loss = -torch.minimum(unclipped, clipped).mean()
-        diff = values - returns
-        vf_loss = 0.5 * diff.square().mean()
-        # d loss / d logits
-        g_logp = torch.where(unclipped <= clipped, unclipped, 0.0).mul_(-1.0 / n)
-        d_logits = probs.mul(-g_logp[:, None])
-        d_logits.scatter_add_(1, actions[:, None], g_logp[:, None])
-        if ent_coeff:
-            entropy = -(probs * logp_all).sum(-1, keepdim=True)
-            d_logits.addcmul_(probs, logp_all + entropy, value=ent_coeff / n)
-        d_out = torch.zeros_like(out)
-        d_out[0] = d_logits
-        d_out[1, :, 0] = diff * (vf_coeff / n)
-        # back through the layers
-        grads_w, grads_b = [], []
-        delta = d_out
-        for k in range(len(layers) - 1, -1, -1):
-            h_in = hs[k]
-            grads_w.append(torch.bmm(h_in.transpose(1, 2), delta))
-            grads_b.append(delta.sum(1, keepdim=True))
-            if k:
-                delta = torch.bmm(delta, layers[k][0].transpose(1, 2)).mul_(1 - hs[k].square())
-        grads_w.reverse()
-        grads_b.reverse()
-        by_param = {id(w): g for (w, _), g in zip(layers, grads_w)}
-        by_param.update({id(b): g for (_, b), g in zip(layers, grads_b)})
-        grads = [by_param[id(p)] for p in self.parameters()]
-        return grads, policy_loss, vf_loss, ratio, log_ratio
 
     # -- rollout side: numpy in, numpy out -------------------------------------------------
     def act(
@@ -501,6 +438,7 @@ class PPO(DistributedTrainer):
     def build_learner(self) -> None:
         self._params = list(self.policy.parameters())
         self.optimizer = FlatAdam(self._params, lr=self.cfg["lr"], eps=1e-5)
+        self._numpy_update = NumpyPPOUpdate(self.policy, self.optimizer) if covers(self.policy) else None
 
     def postprocess_kwargs(self) -> dict[str, Any]:
         return {"gamma": float(self.cfg["gamma"]), "lambda_": float(self.cfg["lambda_"])}
@@ -518,82 +456,89 @@ class PPO(DistributedTrainer):
         """``num_epochs`` passes of minibatch SGD over the batch on the clipped PPO objective."""
         c = self.cfg
         self._apply_lr()
-        clip, vf_clip, max_grad_norm = c["clip_param"], c["vf_clip_param"], c["max_grad_norm"]
-        vf_coeff, ent_coeff = c["vf_loss_coeff"], c["entropy_coeff"]
-        obs, actions, old_logp, old_values, returns, advantages = (
-            _tensor(batch[k]) for k in ("obs", "actions", "logp", "values", "returns", "advantages")
-        )
+        advantages = batch["advantages"]
         if c["normalize_advantages"] and len(advantages) > 1:  # over the train batch, as RLlib
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        n = len(obs)
+            advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
+        n = len(advantages)
         num_minibatches = max(1, round(n / c["minibatch_size"]))
+        bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
         # Each epoch gathers the batch once in a random order; minibatches are then contiguous
         # slices (views), not six gathers each. Actions ride along as float columns (exact for
         # discrete actions) and are cast back per minibatch.
-        discrete = self.policy.discrete
-        columns = [obs, actions.reshape(n, -1).to(obs.dtype), old_logp[:, None], old_values[:, None],
-                   returns[:, None], advantages[:, None]]
-        widths = [col.shape[1] for col in columns]
-        table = torch.cat(columns, dim=1)
-        bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
-        optimizer, params = self.optimizer, self._params
-        manual = self.manual_grad and vf_clip is None and self.policy.supports_manual_grad()
-        policy_losses: list[torch.Tensor] = []
-        vf_losses: list[torch.Tensor] = []
-        kl_and_clip: list[torch.Tensor] = []
+        columns = [batch["obs"].reshape(n, -1), batch["actions"].reshape(n, -1), batch["logp"][:, None],
+                   batch["values"][:, None], batch["returns"][:, None], advantages[:, None]]
+        table = np.concatenate(columns, axis=1, dtype=np.float32)
+        splits = np.cumsum([col.shape[1] for col in columns])[:-1]
+        self._batch_action_shape = batch["actions"].shape[1:]
+        numpy_update = self._numpy_update if self.manual_grad else None
+        step = self._numpy_step if numpy_update is not None else self._autograd_step
+        policy_losses: list[float] = []
+        vf_losses: list[float] = []
+        kl_and_clip: list[tuple[float, float]] = []
         for epoch in range(c["num_epochs"]):
             last_epoch = epoch == c["num_epochs"] - 1
-            shuffled = table[torch.randperm(n, generator=self.torch_rng)]
+            shuffled = table[torch.randperm(n, generator=self.torch_rng).numpy()]
+            if numpy_update is None:
+                shuffled = torch.from_numpy(shuffled)
             for start, stop in zip(bounds[:-1], bounds[1:]):
-                mb_obs, mb_actions, mb_old_logp, mb_old_values, target, adv = shuffled[start:stop].split(widths, 1)
-                mb_actions = mb_actions[:, 0].long() if discrete else mb_actions.reshape((stop - start,) + actions.shape[1:])
-                adv, target = adv[:, 0], target[:, 0]
-                if manual:  # the same loss and gradient as below, by hand (see ppo_loss_and_grads)
-                    grads, policy_loss, vf_loss, ratio, log_ratio = self.policy.ppo_loss_and_grads(
-                        mb_obs, mb_actions, mb_old_logp[:, 0], target, adv, clip, vf_coeff, ent_coeff)
-                    optimizer.step(grads, max_grad_norm)
-                    policy_losses.append(policy_loss)
-                    vf_losses.append(vf_loss)
-                    if last_epoch:
-                        kl = ((ratio - 1) - log_ratio).mean()
-                        kl_and_clip.append(torch.stack([kl, ((ratio - 1).abs() > clip).float().mean()]))
-                    continue
-                logp, entropy, values = self.policy.evaluate(mb_obs, mb_actions, with_entropy=ent_coeff > 0)
-                log_ratio = logp - mb_old_logp[:, 0]
-                ratio = log_ratio.exp()
-                # The clipped surrogate: -min(r A, clip(r) A), averaged.
-                policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-                if vf_clip is None:
-                    vf_loss = 0.5 * nn.functional.mse_loss(values, target)
-                else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
-                    v_old = mb_old_values[:, 0]
-                    v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
-                    vf_loss = 0.5 * torch.max((values - target).pow(2), (v_clipped - target).pow(2)).mean()
-                loss = policy_loss + vf_coeff * vf_loss
-                if entropy is not None:
-                    entropy_mean = entropy.mean()
-                    loss = loss - ent_coeff * entropy_mean
-                optimizer.step(torch.autograd.grad(loss, params, allow_unused=True, materialize_grads=True),
-                               max_grad_norm)
-                policy_losses.append(policy_loss.detach())
-                vf_losses.append(vf_loss.detach())
+                minibatch = np.split(shuffled[start:stop], splits, axis=1) if numpy_update is not None \
+                    else shuffled[start:stop].tensor_split(splits.tolist(), dim=1)
+                policy_loss, vf_loss, ratio, log_ratio = step(minibatch)
+                policy_losses.append(policy_loss)
+                vf_losses.append(vf_loss)
                 if last_epoch:  # how far the policy moved, measured during the final pass
-                    with torch.no_grad():
-                        kl = ((ratio - 1) - log_ratio).mean()  # the k3 estimator (CleanRL, SB3)
-                        kl_and_clip.append(torch.stack([kl, ((ratio - 1).abs() > clip).float().mean()]))
-        policy_loss_mean, vf_loss_mean = float(torch.stack(policy_losses).mean()), float(torch.stack(vf_losses).mean())
-        approx_kl, clip_fraction = torch.stack(kl_and_clip).mean(0).tolist()
+                    kl = float(((ratio - 1) - log_ratio).mean())  # the k3 estimator (CleanRL, SB3)
+                    kl_and_clip.append((kl, float((abs(ratio - 1) > c["clip_param"]).mean(dtype=np.float32))))
+        approx_kl, clip_fraction = np.mean(kl_and_clip, axis=0).tolist()
         with torch.no_grad():
-            _, entropy, _ = self.policy.evaluate(obs[: c["minibatch_size"]], actions[: c["minibatch_size"]])
+            mb = c["minibatch_size"]
+            _, entropy, _ = self.policy.evaluate(_tensor(batch["obs"][:mb]), _tensor(batch["actions"][:mb]))
         return {
-            "policy_loss": policy_loss_mean,
-            "vf_loss": vf_loss_mean,
+            "policy_loss": float(np.mean(policy_losses)),
+            "vf_loss": float(np.mean(vf_losses)),
             "entropy": float(entropy.mean()),
             "approx_kl": approx_kl,
             "clip_fraction": clip_fraction,
             "cur_lr": self.optimizer.lr,
             "num_sgd_updates": len(policy_losses),
         }
+
+    def _numpy_step(self, minibatch: list[np.ndarray]) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """One SGD update in numpy, gradient by hand (algorithms/ppo_numpy.py)."""
+        c = self.cfg
+        obs, actions, old_logp, old_values, returns, adv = minibatch
+        actions = actions[:, 0].astype(np.int64)
+        update = self._numpy_update
+        out = update.loss_and_grad(obs, actions, old_logp[:, 0], old_values[:, 0], returns[:, 0], adv[:, 0],
+                                   c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"])
+        self.optimizer.step_flat(update.grad, c["max_grad_norm"])
+        return out
+
+    def _autograd_step(self, minibatch: list[torch.Tensor]) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """One SGD update through autograd: any network, any action space."""
+        c = self.cfg
+        clip, vf_clip, vf_coeff, ent_coeff = c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"]
+        obs, actions, old_logp, old_values, target, adv = minibatch
+        n = len(obs)
+        actions = actions[:, 0].long() if self.policy.discrete else actions.reshape((n,) + self._batch_action_shape)
+        adv, target, old_logp = adv[:, 0], target[:, 0], old_logp[:, 0]
+        logp, entropy, values = self.policy.evaluate(obs, actions, with_entropy=ent_coeff > 0)
+        log_ratio = logp - old_logp
+        ratio = log_ratio.exp()
+        # The clipped surrogate: -min(r A, clip(r) A), averaged.
+        policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+        if vf_clip is None:
+            vf_loss = 0.5 * nn.functional.mse_loss(values, target)
+        else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
+            v_old = old_values[:, 0]
+            v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
+            vf_loss = 0.5 * torch.max((values - target).pow(2), (v_clipped - target).pow(2)).mean()
+        loss = policy_loss + vf_coeff * vf_loss
+        if entropy is not None:
+            loss = loss - ent_coeff * entropy.mean()
+        self.optimizer.step(torch.autograd.grad(loss, self._params, allow_unused=True, materialize_grads=True),
+                            c["max_grad_norm"])
+        return float(policy_loss.detach()), float(vf_loss.detach()), ratio.detach().numpy(), log_ratio.detach().numpy()
 
     # -- state ------------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:
@@ -611,68 +556,6 @@ class PPO(DistributedTrainer):
         # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at
         # every iteration; the learning rate lives in the optimiser too.
         self._apply_lr()
-
-
-class FlatAdam:
-    """Adam (Kingma & Ba 2015, as ``torch.optim.Adam`` without weight decay or amsgrad) over
-    parameters that it re-homes as views of one flat buffer.
-
-    :meth:`step` takes the gradients (``torch.autograd.grad``'s list), concatenates them, clips
-    their global norm and updates every parameter with a handful of whole-buffer calls: for a
-    64-wide network the per-call cost is the update's cost. It also keeps ``torch.optim`` out of
-    a trial: building a ``torch.optim`` optimiser imports ``torch._dynamo``, over a second at
-    each trial actor's start. The parameters' storage moves to the flat buffer (``p.data`` is
-    a view of it), so anything holding a view of a parameter must take it after this is built.
-    """
-
-    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
-        self.params = list(params)
-        self.lr, self.betas, self.eps = float(lr), betas, float(eps)
-        total = sum(p.numel() for p in self.params)
-        self.flat = torch.empty(total, dtype=torch.float32)
-        offset = 0
-        for p in self.params:
-            size = p.numel()
-            self.flat[offset:offset + size].copy_(p.detach().reshape(-1))
-            p.data = self.flat[offset:offset + size].view_as(p)
-            offset += size
-        self.exp_avg = torch.zeros(total)
-        self.exp_avg_sq = torch.zeros(total)
-        self.steps = 0
-
-    def step(self, grads: tuple[torch.Tensor, ...] | list[torch.Tensor], max_grad_norm: float | None = None) -> None:
-        grad = torch.cat([g.reshape(-1) for g in grads])
-        if max_grad_norm is not None:  # clip the global norm, as torch.nn.utils.clip_grad_norm_
-            grad.mul_((max_grad_norm / (torch.linalg.vector_norm(grad) + 1e-6)).clamp_(max=1.0))
-        beta1, beta2 = self.betas
-        self.steps += 1
-        self.exp_avg.lerp_(grad, 1 - beta1)
-        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        denom = self.exp_avg_sq.sqrt().div_(math.sqrt(1 - beta2 ** self.steps)).add_(self.eps)
-        self.flat.data.addcdiv_(self.exp_avg, denom, value=-self.lr / (1 - beta1 ** self.steps))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(),
-                "lr": self.lr, "betas": list(self.betas), "eps": self.eps}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["exp_avg"].shape != self.exp_avg.shape:
-            raise ValueError(f"optimiser state for {state['exp_avg'].numel()} parameters, "
-                             f"this network has {self.exp_avg.numel()}")
-        self.steps = int(state["steps"])
-        self.exp_avg.copy_(state["exp_avg"])
-        self.exp_avg_sq.copy_(state["exp_avg_sq"])
-        self.lr, self.betas, self.eps = float(state["lr"]), tuple(state["betas"]), float(state["eps"])
-
-    def load_torch_adam_state(self, state: dict[str, Any]) -> None:
-        """Adopt a ``torch.optim.Adam`` state_dict over the same parameters, in the same order."""
-        per_param = [state["state"].get(i) for i in range(len(self.params))]
-        if any(entry is None for entry in per_param):  # never stepped
-            return
-        self.exp_avg.copy_(torch.cat([e["exp_avg"].reshape(-1) for e in per_param]))
-        self.exp_avg_sq.copy_(torch.cat([e["exp_avg_sq"].reshape(-1) for e in per_param]))
-        self.steps = int(float(per_param[0]["step"]))
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:

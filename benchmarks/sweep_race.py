@@ -77,9 +77,15 @@ class Outcome:
 
 
 # -- ours ------------------------------------------------------------------------------------------
-def run_tuner(budget: Budget, storage: str) -> tuple[Outcome, Any]:
+def run_tuner(budget: Budget, storage: str, search: str = "tpe") -> tuple[Outcome, Any]:
     from schedulers import ASHAScheduler
     from tuner import tune
+    from tuner.search import OptunaSearch
+
+    # "tpe": Optuna's TPE sampler seeded with the sweep's seed, through our OptunaSearch: the
+    # sampler the Optuna + SB3 peer uses, so the race compares engines and learners, not samplers.
+    # "random": tune.run's default random search.
+    search_alg = OptunaSearch(seed=budget.seed) if search == "tpe" else None
 
     first: list[float] = []
     start = time.perf_counter()
@@ -102,6 +108,7 @@ def run_tuner(budget: Budget, storage: str) -> tuple[Outcome, Any]:
         },
         num_samples=budget.trials,
         seed=budget.seed,
+        search_alg=search_alg,
         metric="episode_return_mean",
         mode="max",
         scheduler=ASHAScheduler(time_attr="env_steps_total", grace_period=budget.grace,
@@ -116,7 +123,7 @@ def run_tuner(budget: Budget, storage: str) -> tuple[Outcome, Any]:
     frame = analysis.results_df
     best = frame.groupby("trial_id")["episode_return_mean"].max()
     steps = frame.groupby("trial_id")["env_steps_total"].max()
-    outcome = Outcome("tuner (ours)", first[0] if first else None, elapsed, int((best >= TARGET).sum()),
+    outcome = Outcome(f"tuner (ours, {search})", first[0] if first else None, elapsed, int((best >= TARGET).sum()),
                       budget.trials, int(steps.sum()))
     return outcome, analysis
 
@@ -295,13 +302,13 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def print_table(outcomes: list[Outcome], out=sys.stdout) -> None:
     ours = outcomes[0]
-    print(f"\n{'system':18} {'first solve s':>13} {'sweep s':>8} {'solved':>7} {'env steps':>10} "
+    print(f"\n{'system':22} {'first solve s':>13} {'sweep s':>8} {'solved':>7} {'env steps':>10} "
           f"{'ours/sweep':>10} {'ours/first':>10}", file=out)
     for o in outcomes:
         sweep_ratio = ours.sweep_s / o.sweep_s
         first_ratio = (ours.first_solve_s / o.first_solve_s
                        if ours.first_solve_s is not None and o.first_solve_s else None)
-        print(f"{o.system:18} {_fmt(o.first_solve_s):>13} {o.sweep_s:8.1f} {o.solved:3d}/{o.trials:<3d} "
+        print(f"{o.system:22} {_fmt(o.first_solve_s):>13} {o.sweep_s:8.1f} {o.solved:3d}/{o.trials:<3d} "
               f"{o.env_steps:10d} {sweep_ratio:10.2f} {_fmt(first_ratio, 2):>10}"
               + (f"  ({o.note})" if o.note else ""), file=out)
 
@@ -331,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=200_000)
     parser.add_argument("--grace", type=int, default=20_000)
     parser.add_argument("--storage", default=None, help="where the sweeps are stored (default: a temporary folder)")
+    parser.add_argument("--search", default="tpe", choices=["tpe", "random"],
+                        help="our searcher: tpe (Optuna's TPE through OptunaSearch, the peer's sampler; "
+                             "default) or random (tune.run's default)")
     parser.add_argument("--guard", action="store_true", help="exit 1 unless ours meets the bar against the best peer")
     args = parser.parse_args(argv)
     systems = {s.strip() for s in args.systems.split(",") if s.strip()}
@@ -348,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
 
     outcomes: list[Outcome] = []
     print("running tuner ...", file=sys.stderr, flush=True)
-    ours, analysis = run_tuner(budget, storage)
+    ours, analysis = run_tuner(budget, storage, args.search)
     outcomes.append(ours)
     import ray
 

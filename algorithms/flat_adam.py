@@ -1,0 +1,112 @@
+"""Adam over one flat parameter buffer: the optimiser of PPO's learners.
+
+    params = list(net.parameters())
+    adam = FlatAdam(params, lr=3e-4, eps=1e-5)            # params become views of adam.flat
+    adam.step(torch.autograd.grad(loss, params), max_grad_norm=0.5)
+    adam.step_flat(grad_numpy, max_grad_norm=0.5)          # a gradient already laid out flat
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class FlatAdam:
+    """Adam (Kingma & Ba 2015, as ``torch.optim.Adam`` without weight decay or amsgrad) over
+    parameters that it re-homes as views of one flat buffer.
+
+    :meth:`step` takes the gradients (``torch.autograd.grad``'s list), concatenates them, clips
+    their global norm and updates every parameter with a handful of whole-buffer calls: for a
+    64-wide network the per-call cost is the update's cost. :meth:`step_flat` does the same in
+    numpy for a gradient already laid out like :attr:`flat` (see :meth:`flat_views`). It also
+    keeps ``torch.optim`` out of a trial: building a ``torch.optim`` optimiser imports
+    ``torch._dynamo``, over a second at each trial actor's start. The parameters' storage moves
+    to the flat buffer (``p.data`` is a view of it), so anything holding a view of a parameter
+    must take it after this is built.
+    """
+
+    def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8) -> None:
+        self.params = list(params)
+        self.lr, self.betas, self.eps = float(lr), betas, float(eps)
+        total = sum(p.numel() for p in self.params)
+        self.flat = torch.empty(total, dtype=torch.float32)
+        self.offsets: list[int] = []
+        offset = 0
+        for p in self.params:
+            size = p.numel()
+            self.flat[offset:offset + size].copy_(p.detach().reshape(-1))
+            p.data = self.flat[offset:offset + size].view_as(p)
+            self.offsets.append(offset)
+            offset += size
+        self.exp_avg = torch.zeros(total)
+        self.exp_avg_sq = torch.zeros(total)
+        self.steps = 0
+        self._scratch = np.empty(total, dtype=np.float32)
+
+    def flat_views(self, buffer: np.ndarray) -> list[np.ndarray]:
+        """Views of a flat numpy ``buffer`` shaped like each parameter, in ``params`` order."""
+        return [buffer[o:o + p.numel()].reshape(p.shape) for o, p in zip(self.offsets, self.params)]
+
+    def step(self, grads: tuple[torch.Tensor, ...] | list[torch.Tensor], max_grad_norm: float | None = None) -> None:
+        """One Adam step from per-parameter torch gradients, in ``params`` order."""
+        grad = torch.cat([g.reshape(-1) for g in grads])
+        if max_grad_norm is not None:  # clip the global norm, as torch.nn.utils.clip_grad_norm_
+            grad.mul_((max_grad_norm / (torch.linalg.vector_norm(grad) + 1e-6)).clamp_(max=1.0))
+        beta1, beta2 = self.betas
+        self.steps += 1
+        self.exp_avg.lerp_(grad, 1 - beta1)
+        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        denom = self.exp_avg_sq.sqrt().div_(math.sqrt(1 - beta2 ** self.steps)).add_(self.eps)
+        self.flat.data.addcdiv_(self.exp_avg, denom, value=-self.lr / (1 - beta1 ** self.steps))
+
+    def step_flat(self, grad: np.ndarray, max_grad_norm: float | None = None) -> None:
+        """The same step in numpy from a float32 gradient laid out like :attr:`flat` (modified
+        in place by the clipping)."""
+        if max_grad_norm is not None:
+            coef = max_grad_norm / (math.sqrt(float(np.dot(grad, grad))) + 1e-6)
+            if coef < 1.0:
+                grad *= np.float32(coef)
+        beta1, beta2 = self.betas
+        self.steps += 1
+        m, v, tmp = self.exp_avg.numpy(), self.exp_avg_sq.numpy(), self._scratch
+        np.subtract(grad, m, out=tmp)  # m += (1 - beta1) (g - m), torch's lerp_
+        tmp *= np.float32(1 - beta1)
+        m += tmp
+        v *= np.float32(beta2)
+        np.multiply(grad, grad, out=tmp)
+        tmp *= np.float32(1 - beta2)
+        v += tmp
+        np.sqrt(v, out=tmp)
+        tmp *= np.float32(1 / math.sqrt(1 - beta2 ** self.steps))
+        tmp += np.float32(self.eps)
+        np.divide(m, tmp, out=tmp)
+        tmp *= np.float32(-self.lr / (1 - beta1 ** self.steps))
+        flat = self.flat.detach().numpy()
+        flat += tmp
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "exp_avg": self.exp_avg.clone(), "exp_avg_sq": self.exp_avg_sq.clone(),
+                "lr": self.lr, "betas": list(self.betas), "eps": self.eps}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["exp_avg"].shape != self.exp_avg.shape:
+            raise ValueError(f"optimiser state for {state['exp_avg'].numel()} parameters, "
+                             f"this network has {self.exp_avg.numel()}")
+        self.steps = int(state["steps"])
+        self.exp_avg.copy_(state["exp_avg"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        self.lr, self.betas, self.eps = float(state["lr"]), tuple(state["betas"]), float(state["eps"])
+
+    def load_torch_adam_state(self, state: dict[str, Any]) -> None:
+        """Adopt a ``torch.optim.Adam`` state_dict over the same parameters, in the same order."""
+        per_param = [state["state"].get(i) for i in range(len(self.params))]
+        if any(entry is None for entry in per_param):  # never stepped
+            return
+        self.exp_avg.copy_(torch.cat([e["exp_avg"].reshape(-1) for e in per_param]))
+        self.exp_avg_sq.copy_(torch.cat([e["exp_avg_sq"].reshape(-1) for e in per_param]))
+        self.steps = int(float(per_param[0]["step"]))

@@ -1,0 +1,131 @@
+"""PPO's minibatch loss and its gradient, derived by hand and computed in numpy, for Categorical
+policies with tanh MLPs (``algorithms.ppo.ActorCritic``'s stacked layout).
+
+For a 64-wide network on a CPU, the number of calls is what an SGD update costs, and a numpy call
+costs a fraction of a torch one (no dispatcher, no autograd bookkeeping). So for the networks it
+covers (:func:`covers`), PPO's learner runs its minibatch updates here, on numpy views of the very
+torch parameters (``FlatAdam``'s flat buffer), and writes the gradient straight into a flat
+buffer for ``FlatAdam.step_flat``. Other networks (Box actions, other activations) use autograd.
+The numbers are autograd's on the same loss (tests/algorithms/test_ppo_numpy.py).
+
+    update = NumpyPPOUpdate(policy, adam)
+    stats = update.loss_and_grad(obs, actions, old_logp, old_values, returns, advantages,
+                                 clip=0.2, vf_clip=None, vf_coeff=0.5, ent_coeff=0.0)
+    adam.step_flat(update.grad, max_grad_norm=0.5)
+
+The derivation, with ``z`` the logits, ``p = softmax(z)``, ``r = exp(log p_a - old_logp)`` and ``B``
+the minibatch size:
+
+* surrogate ``-mean(min(A r, A clip(r)))``: ``d/d log p_a = -A r / B`` where the unclipped term is
+  the smaller (or equal), else 0; and ``d log p_a / dz = onehot(a) - p``;
+* entropy bonus ``-c mean(H)``, ``H = -sum p log p``: ``dz = c p (log p + H) / B``;
+* value loss ``vf_coeff * 0.5 * mean((v - R)^2)``: ``dv = vf_coeff (v - R) / B``; with value
+  clipping (``vf_clip``), ``0.5 * mean(max((v - R)^2, (v_clip - R)^2))``, the clipped branch has
+  zero gradient (its ``v`` is clamped), so ``dv`` is kept only where the unclipped term wins;
+* then the layers' chain rule, with ``tanh' = 1 - tanh^2``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from algorithms.flat_adam import FlatAdam
+
+
+def covers(policy: Any) -> bool:
+    """Whether :class:`NumpyPPOUpdate` computes this policy's update: Categorical actions, tanh."""
+    return bool(policy.discrete) and policy.activation == "tanh"
+
+
+class NumpyPPOUpdate:
+    """The clipped PPO loss of a minibatch and its gradient into :attr:`grad` (laid out like the
+    optimiser's flat buffer), for an ``ActorCritic`` whose parameters ``adam`` holds."""
+
+    def __init__(self, policy: Any, adam: FlatAdam) -> None:
+        if not covers(policy):
+            raise ValueError("NumpyPPOUpdate covers Categorical policies with tanh layers only")
+        params = list(policy.parameters())
+        if [id(p) for p in params] != [id(p) for p in adam.params]:
+            raise ValueError("the optimiser must hold the policy's parameters, in parameters() order")
+        layers = policy._tensors()
+        # zero-copy views of the parameters (they live in adam.flat, updated in place)
+        self.weights = [w.detach().numpy() for w, _ in layers]
+        self.biases = [b.detach().numpy() for _, b in layers]
+        self.grad = np.zeros(adam.flat.numel(), dtype=np.float32)
+        views = {id(p): v for p, v in zip(params, adam.flat_views(self.grad))}
+        self.grad_weights = [views[id(w)] for w, _ in layers]  # (2, in, out) each
+        self.grad_biases = [views[id(b)] for _, b in layers]  # (2, 1, out) each
+        self._ones: np.ndarray = np.ones((1, 0), dtype=np.float32)
+
+    def loss_and_grad(
+        self, obs: np.ndarray, actions: np.ndarray, old_logp: np.ndarray, old_values: np.ndarray,
+        returns: np.ndarray, advantages: np.ndarray, clip: float, vf_clip: float | None,
+        vf_coeff: float, ent_coeff: float,
+    ) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """Write the gradient of ``policy_loss + vf_coeff * vf_loss - ent_coeff * entropy`` into
+        :attr:`grad`; return (policy loss, value loss, ratio, log ratio). ``actions`` are
+        integer indices (0-based), the other arrays float32 of shape (B,) or (B, obs_dim)."""
+        n = len(obs)
+        rows = np.arange(n)
+        weights, biases = self.weights, self.biases
+        # forward: both MLPs at once, layer k as (2, B, out)
+        hs = [obs]
+        for w, b in zip(weights[:-1], biases[:-1]):
+            h = np.matmul(hs[-1], w)
+            h += b
+            np.tanh(h, out=h)
+            hs.append(h)
+        out = np.matmul(hs[-1], weights[-1])
+        out += biases[-1]
+        logits, values = out[0], out[1, :, 0]
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(shifted)
+        total = exp.sum(axis=1, keepdims=True)
+        logp_all = shifted - np.log(total)
+        probs = exp / total
+        log_ratio = logp_all[rows, actions] - old_logp
+        ratio = np.exp(log_ratio)
+        unclipped = advantages * ratio
+        clipped = advantages * np.clip(ratio, 1 - clip, 1 + clip)
+        policy_loss = -float(np.minimum(unclipped, clipped).mean())
+        diff = values - returns
+        square = diff * diff
+        if vf_clip is None:
+            vf_loss = 0.5 * float(square.mean())
+        else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
+            clipped_diff = old_values + np.clip(values - old_values, -vf_clip, vf_clip) - returns
+            square_clipped = clipped_diff * clipped_diff
+            vf_loss = 0.5 * float(np.maximum(square, square_clipped).mean())
+            diff = diff * (square >= square_clipped)
+        # d loss / d outputs
+        d_out = np.zeros_like(out)
+        g_logp = np.where(unclipped <= clipped, unclipped, 0.0).astype(np.float32)
+        g_logp *= np.float32(-1.0 / n)
+        d_logits = d_out[0]
+        np.multiply(probs, -g_logp[:, None], out=d_logits)
+        d_logits[rows, actions] += g_logp
+        if ent_coeff:
+            entropy = -(probs * logp_all).sum(axis=1, keepdims=True)
+            logp_all += entropy
+            logp_all *= probs
+            logp_all *= np.float32(ent_coeff / n)
+            d_logits += logp_all
+        d_out[1, :, 0] = diff * np.float32(vf_coeff / n)
+        # backward through the layers, straight into the flat gradient
+        if self._ones.shape[1] != n:
+            self._ones = np.ones((1, n), dtype=np.float32)
+        delta = d_out
+        for k in range(len(weights) - 1, -1, -1):
+            h_in = hs[k]
+            if h_in.ndim == 2:  # the observations, shared by both networks
+                np.matmul(h_in.T, delta, out=self.grad_weights[k])
+            else:
+                np.matmul(h_in.transpose(0, 2, 1), delta, out=self.grad_weights[k])
+            np.matmul(self._ones, delta, out=self.grad_biases[k])  # sum over the minibatch
+            if k:
+                delta = np.matmul(delta, weights[k].transpose(0, 2, 1))
+                h = hs[k]
+                delta *= 1 - h * h
+        return policy_loss, vf_loss, ratio, log_ratio
