@@ -468,7 +468,8 @@ class PPO(DistributedTrainer):
         columns = [batch["obs"].reshape(n, -1), batch["actions"].reshape(n, -1), batch["logp"][:, None],
                    batch["values"][:, None], batch["returns"][:, None], advantages[:, None]]
         table = np.concatenate(columns, axis=1, dtype=np.float32)
-        splits = np.cumsum([col.shape[1] for col in columns])[:-1]
+        ends = np.cumsum([col.shape[1] for col in columns]).tolist()
+        column_slices = list(zip([0] + ends[:-1], ends))
         self._batch_action_shape = batch["actions"].shape[1:]
         numpy_update = self._numpy_update if self.manual_grad else None
         step = self._numpy_step if numpy_update is not None else self._autograd_step
@@ -481,8 +482,8 @@ class PPO(DistributedTrainer):
             if numpy_update is None:
                 shuffled = torch.from_numpy(shuffled)
             for start, stop in zip(bounds[:-1], bounds[1:]):
-                minibatch = np.split(shuffled[start:stop], splits, axis=1) if numpy_update is not None \
-                    else shuffled[start:stop].tensor_split(splits.tolist(), dim=1)
+                rows = shuffled[start:stop]
+                minibatch = [rows[:, a:b] for a, b in column_slices]
                 policy_loss, vf_loss, ratio, log_ratio = step(minibatch)
                 policy_losses.append(policy_loss)
                 vf_losses.append(vf_loss)

@@ -58,6 +58,8 @@ class NumpyPPOUpdate:
         self.grad_weights = [views[id(w)] for w, _ in layers]  # (2, in, out) each
         self.grad_biases = [views[id(b)] for _, b in layers]  # (2, 1, out) each
         self._ones: np.ndarray = np.ones((1, 0), dtype=np.float32)
+        self._rows: np.ndarray = np.arange(0)
+        self._d_out: np.ndarray = np.zeros((2, 0, 1), dtype=np.float32)
 
     def loss_and_grad(
         self, obs: np.ndarray, actions: np.ndarray, old_logp: np.ndarray, old_values: np.ndarray,
@@ -68,8 +70,14 @@ class NumpyPPOUpdate:
         :attr:`grad`; return (policy loss, value loss, ratio, log ratio). ``actions`` are
         integer indices (0-based), the other arrays float32 of shape (B,) or (B, obs_dim)."""
         n = len(obs)
-        rows = np.arange(n)
+        if self._ones.shape[1] != n:  # per-minibatch-size constants
+            self._ones = np.ones((1, n), dtype=np.float32)
+            self._rows = np.arange(n)
+            self._d_out = np.zeros((2, n, self.weights[-1].shape[2]), dtype=np.float32)
+        rows, d_out = self._rows, self._d_out
         weights, biases = self.weights, self.biases
+        # (ufuncs and their .reduce throughout: ndarray.mean, np.clip and np.where cost several
+        # times a ufunc call in Python wrappers, and calls are what this update is made of)
         # forward: both MLPs at once, layer k as (2, B, out)
         hs = [obs]
         for w, b in zip(weights[:-1], biases[:-1]):
@@ -80,42 +88,40 @@ class NumpyPPOUpdate:
         out = np.matmul(hs[-1], weights[-1])
         out += biases[-1]
         logits, values = out[0], out[1, :, 0]
-        shifted = logits - logits.max(axis=1, keepdims=True)
+        shifted = logits - np.maximum.reduce(logits, axis=1, keepdims=True)
         exp = np.exp(shifted)
-        total = exp.sum(axis=1, keepdims=True)
+        total = np.add.reduce(exp, axis=1, keepdims=True)
         logp_all = shifted - np.log(total)
         probs = exp / total
         log_ratio = logp_all[rows, actions] - old_logp
         ratio = np.exp(log_ratio)
         unclipped = advantages * ratio
-        clipped = advantages * np.clip(ratio, 1 - clip, 1 + clip)
-        policy_loss = -float(np.minimum(unclipped, clipped).mean())
+        clipped = np.minimum(np.maximum(ratio, np.float32(1 - clip)), np.float32(1 + clip))
+        clipped *= advantages
+        policy_loss = -float(np.add.reduce(np.minimum(unclipped, clipped))) / n
         diff = values - returns
         square = diff * diff
         if vf_clip is None:
-            vf_loss = 0.5 * float(square.mean())
+            vf_loss = 0.5 * float(np.add.reduce(square)) / n
         else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
             clipped_diff = old_values + np.clip(values - old_values, -vf_clip, vf_clip) - returns
             square_clipped = clipped_diff * clipped_diff
             vf_loss = 0.5 * float(np.maximum(square, square_clipped).mean())
             diff = diff * (square >= square_clipped)
-        # d loss / d outputs
-        d_out = np.zeros_like(out)
-        g_logp = np.where(unclipped <= clipped, unclipped, 0.0).astype(np.float32)
+        # d loss / d outputs (d_out[1, :, 1:], the unused value columns, stays zero)
+        g_logp = unclipped * (unclipped <= clipped)
         g_logp *= np.float32(-1.0 / n)
         d_logits = d_out[0]
         np.multiply(probs, -g_logp[:, None], out=d_logits)
         d_logits[rows, actions] += g_logp
         if ent_coeff:
-            entropy = -(probs * logp_all).sum(axis=1, keepdims=True)
-            logp_all += entropy
+            entropy = np.add.reduce(probs * logp_all, axis=1, keepdims=True)
+            np.subtract(logp_all, entropy, out=logp_all)  # log p + H
             logp_all *= probs
             logp_all *= np.float32(ent_coeff / n)
             d_logits += logp_all
-        d_out[1, :, 0] = diff * np.float32(vf_coeff / n)
+        np.multiply(diff, np.float32(vf_coeff / n), out=d_out[1, :, 0])
         # backward through the layers, straight into the flat gradient
-        if self._ones.shape[1] != n:
-            self._ones = np.ones((1, n), dtype=np.float32)
         delta = d_out
         for k in range(len(weights) - 1, -1, -1):
             h_in = hs[k]
