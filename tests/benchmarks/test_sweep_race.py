@@ -14,16 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
-def test_sweep_race_prints_the_table_and_the_profile_on_a_tiny_budget(tmp_path):
+@pytest.mark.parametrize("search", ["tpe", "random"])
+def test_sweep_race_prints_the_table_and_the_profile_on_a_tiny_budget(tmp_path, search):
     env = dict(os.environ, RAY_ADDRESS="auto")  # the session's Ray: no second engine start
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "sweep_race.py"), "--systems", "tuner", "--trials", "2",
-         "--max-steps", "3000", "--grace", "1000", "--storage", str(tmp_path)],
+         "--max-steps", "3000", "--grace", "1000", "--storage", str(tmp_path), "--search", search],
         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    row = re.search(r"^tuner \(ours\)\s+(\S+)\s+([\d.]+)\s+(\d+)/2\s+(\d+)", out, re.M)
+    row = re.search(rf"^tuner \(ours, {search}\)\s+(\S+)\s+([\d.]+)\s+(\d+)/2\s+(\d+)", out, re.M)
     assert row, out
     assert int(row.group(4)) >= 2 * 1000  # both trials sampled at least to the grace period
     assert "where the wall time went" in out and "learning" in out and "sampling" in out
