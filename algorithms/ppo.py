@@ -472,7 +472,6 @@ class PPO(DistributedTrainer):
         table = np.concatenate(columns, axis=1, dtype=np.float32)
         ends = np.cumsum([col.shape[1] for col in columns]).tolist()
         column_slices = list(zip([0] + ends[:-1], ends))
-        self._batch_action_shape = batch["actions"].shape[1:]
         numpy_update = self._numpy_update if self.manual_grad else None
         step = self._numpy_step if numpy_update is not None else self._autograd_step
         policy_losses: list[float] = []
@@ -523,7 +522,7 @@ class PPO(DistributedTrainer):
         clip, vf_clip, vf_coeff, ent_coeff = c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"]
         obs, actions, old_logp, old_values, target, adv = minibatch
         n = len(obs)
-        actions = actions[:, 0].long() if self.policy.discrete else actions.reshape((n,) + self._batch_action_shape)
+        actions = actions[:, 0].long() if self.policy.discrete else actions.reshape((n,) + self.policy._action_shape)
         adv, target, old_logp = adv[:, 0], target[:, 0], old_logp[:, 0]
         logp, entropy, values = self.policy.evaluate(obs, actions, with_entropy=ent_coeff > 0)
         log_ratio = logp - old_logp

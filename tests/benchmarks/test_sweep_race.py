@@ -37,3 +37,20 @@ def test_sweep_race_rejects_an_unknown_system():
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert proc.returncode == 2
     assert "--systems: unknown ['foo'] (allowed: tuner, optuna, rllib)" in proc.stderr
+
+
+def test_guard_holds_ours_to_the_fastest_peer():
+    """The bar is the best (fastest) peer's: a slower peer's larger solved count does not set it."""
+    from benchmarks.sweep_race import Outcome, guard
+
+    ours = Outcome("tuner", first_solve_s=15.0, sweep_s=36.9, solved=7, trials=16, env_steps=670_170)
+    optuna = Outcome("Optuna + SB3", first_solve_s=37.2, sweep_s=184.2, solved=5, trials=16, env_steps=705_664)
+    rllib = Outcome("Ray Tune + RLlib", first_solve_s=61.9, sweep_s=675.8, solved=9, trials=16, env_steps=461_824)
+    assert guard([ours, optuna, rllib]) == []
+    slow = Outcome("tuner", first_solve_s=30.0, sweep_s=70.0, solved=4, trials=16, env_steps=1)
+    assert guard([slow, optuna, rllib]) == [
+        "sweep 70.0 s > a third of Optuna + SB3's 184.2 s",
+        "first solve 30.0 s > two thirds of Optuna + SB3's 37.2 s",
+        "solved 4 < Optuna + SB3's 5",
+    ]
+    assert guard([ours]) == ["no peer ran: nothing to compare against"]
