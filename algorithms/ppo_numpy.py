@@ -49,7 +49,7 @@ class NumpyPPOUpdate:
         params = list(policy.parameters())
         if [id(p) for p in params] != [id(p) for p in adam.params]:
             raise ValueError("the optimiser must hold the policy's parameters, in parameters() order")
-        layers = policy._tensors()
+        layers = list(zip(policy.weights, policy.biases))
         # zero-copy views of the parameters (they live in adam.flat, updated in place)
         self.weights = [w.detach().numpy() for w, _ in layers]
         self.biases = [b.detach().numpy() for _, b in layers]
