@@ -7,6 +7,7 @@ import time
 import traceback
 from typing import Any
 
+from tuner.execution.packed_call import unpack
 from tuner.trainable.checkpoint import persist_checkpoint
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
@@ -127,6 +128,10 @@ class TrialActor:
         self._setup_s = self._stop_s = 0.0
         self._stopped = None
         return results
+
+    def run_packed(self, request: bytes) -> list[dict[str, Any]]:
+        """``run`` with its keyword arguments packed into one value (see ``packed_call``)."""
+        return self.run(**unpack(request))
 
     def exploit(self, config: dict[str, Any], checkpoint_path: str, info: TrialInfo) -> bool:
         """PBT exploit: take a donor's checkpoint, then apply ``config`` on top of it.
