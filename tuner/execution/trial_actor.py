@@ -111,17 +111,25 @@ class TrialActor:
                 raise TrialError("run() was given a config but this actor has no trainable class yet")
             self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq, reapply_config)
         began = time.monotonic()
-        results = [self.step()]
-        while (
-            len(results) < max_results
-            and self._may_run_ahead(results[-1])
-            and time.monotonic() - began < window_s
-        ):
-            try:
-                results.append(self.step())
-            except TrialError as exc:
-                results.append({"_error": str(exc)})
-                break
+        function = self._trainable if isinstance(self._trainable, FunctionTrainable) else None
+        if function is not None and max_results > 1:
+            # Its reports queue up while this call may still take them: no hand-off per report.
+            function.allow_run_ahead(max_results - 1, began + window_s)
+        try:
+            results = [self.step()]
+            while (
+                len(results) < max_results
+                and self._may_run_ahead(results[-1])
+                and time.monotonic() - began < window_s
+            ):
+                try:
+                    results.append(self.step())
+                except TrialError as exc:
+                    results.append({"_error": str(exc)})
+                    break
+        finally:
+            if function is not None and max_results > 1:
+                function.allow_run_ahead(0, 0.0)
         step_s = time.monotonic() - began
         results.append({"_timing": {"began": began_at, "setup_s": self._setup_s, "step_s": step_s,
                                     "stop_s": self._stop_s, "stopped": self._stopped}})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import inspect
 import threading
 import time
@@ -34,35 +35,62 @@ class FunctionTrainable(Trainable):
     ``step()`` lets the function run until its next ``tune.report`` and returns that
     report; when the function returns, ``step()`` returns a result with ``done=True``
     and ``_finished=True`` (no new iteration).
+
+    The trial actor may let the function run ahead (:meth:`allow_run_ahead`): then a report
+    is queued and the function goes on at once, without waiting for ``step()`` to take it,
+    as long as the allowance lasts. A report with a checkpoint, or with ``done``, always
+    waits, so no iteration runs past one before it has been decided on.
     """
 
     _func: Callable[..., Any]
 
     def setup(self, config: dict[str, Any]) -> None:
-        # Hand-off between step() and the function's thread: the function posts one item and
-        # releases ``_posted``; it then waits on ``_resume``, which step() releases to let it on.
-        self._item: Any = None
-        self._posted = threading.Lock()
-        self._posted.acquire()
-        self._resume = threading.Lock()
-        self._resume.acquire()
+        # Hand-off between step() and the function's thread, under ``_cond``: the function
+        # appends items (reports, then _FINISHED or a _Failure) to ``_items``; a report it may
+        # not run past sets ``_blocked`` and waits until step() sets ``_resumed``.
+        self._cond = threading.Condition(threading.Lock())
+        self._items: collections.deque[Any] = collections.deque()
+        self._blocked = False
+        self._resumed = False
+        self._ahead = 0  # reports the function may still make without waiting ...
+        self._ahead_until = 0.0  # ... before this time.monotonic()
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._restore_checkpoint: Checkpoint | None = None
-        self._last_step_end = time.time()
+        self._last_report_at = time.time()
+
+    def allow_run_ahead(self, results: int, until: float) -> None:
+        """Let the function make up to ``results`` more reports without waiting for ``step()``,
+        until ``time.monotonic()`` reaches ``until``; ``allow_run_ahead(0, 0.0)`` ends it."""
+        with self._cond:
+            self._ahead, self._ahead_until = results, until
 
     # Called from the user's thread through tune.report.
     def _report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None) -> None:
-        if self._stopping:
-            raise StopTrial()
-        self._post((metrics, checkpoint))
-        self._resume.acquire()
-        if self._stopping:
-            raise StopTrial()
+        with self._cond:
+            if self._stopping:
+                raise StopTrial()
+            self._items.append((metrics, checkpoint, time.time()))
+            self._cond.notify()
+            if (
+                self._ahead > 0
+                and checkpoint is None
+                and not metrics.get("done")
+                and time.monotonic() < self._ahead_until
+            ):
+                self._ahead -= 1
+                return
+            self._blocked, self._resumed = True, False
+            while not self._resumed and not self._stopping:
+                self._cond.wait()
+            self._blocked = False
+            if self._stopping:
+                raise StopTrial()
 
     def _post(self, item: Any) -> None:
-        self._item = item
-        self._posted.release()
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify()
 
     def _run(self) -> None:
         session._bind(self)
@@ -79,32 +107,39 @@ class FunctionTrainable(Trainable):
             return
         self._post(_FINISHED)
 
+    def _next_item(self) -> Any:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
+                self._thread.start()
+            elif not self._items and self._blocked:
+                self._resumed = True
+                self._cond.notify()
+            while not self._items:
+                self._cond.wait()
+            return self._items.popleft()
+
     def step(self) -> dict[str, Any]:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
-            self._thread.start()
-        else:
-            self._resume.release()
-        self._posted.acquire()
-        item = self._item
+        item = self._next_item()
         if item is _FINISHED:
             return {"done": True, "_finished": True}
         if isinstance(item, _Failure):
             raise _TrialFunctionError(item.text) from item.exc
-        metrics, checkpoint = item
+        metrics, checkpoint, reported_at = item
+        metrics = dict(metrics)
+        metrics["_reported_at"] = reported_at
         if checkpoint is not None:
-            metrics = dict(metrics)
             metrics["_checkpoint_path"] = checkpoint.path
         return metrics
 
     def train(self) -> dict[str, Any]:
-        start = self._last_step_end
         result = self.step()
-        now = time.time()
-        self._last_step_end = now
         if result.get("_finished"):
             return result
-        return self._complete_result(result, now - start)
+        # Timed from report to report, in the function's thread: exact when it ran ahead.
+        reported_at = result.pop("_reported_at")
+        elapsed, self._last_report_at = reported_at - self._last_report_at, reported_at
+        return self._complete_result(result, elapsed, timestamp=reported_at)
 
     def save(self, checkpoint_dir: str) -> str:
         """A function trainable cannot checkpoint on demand: return its latest reported checkpoint."""
@@ -123,9 +158,9 @@ class FunctionTrainable(Trainable):
     def cleanup(self) -> None:
         thread = self._thread
         if thread is not None and thread.is_alive():
-            self._stopping = True
-            if self._resume.locked():
-                self._resume.release()
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
             thread.join(timeout=10)
         session._bind(None)
 

@@ -116,7 +116,9 @@ class Trainable:
             raise TypeError(f"{type(self).__name__}.step() must return a dict, got {type(result).__name__}")
         return self._complete_result(result, time.time() - start)
 
-    def _complete_result(self, result: dict[str, Any], elapsed: float) -> dict[str, Any]:
+    def _complete_result(
+        self, result: dict[str, Any], elapsed: float, timestamp: float | None = None
+    ) -> dict[str, Any]:
         self._iteration += 1
         self._iterations_since_restore += 1
         self._time_total += elapsed
@@ -125,7 +127,7 @@ class Trainable:
         result["training_iteration"] = self._iteration
         result["time_this_iter_s"] = elapsed
         result["time_total_s"] = self._time_total
-        result["timestamp"] = time.time()
+        result["timestamp"] = time.time() if timestamp is None else timestamp
         result["trial_id"] = self.trial_id
         result["iterations_since_restore"] = self._iterations_since_restore
         return result

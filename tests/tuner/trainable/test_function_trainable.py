@@ -1,0 +1,137 @@
+"""A function trainable in its thread: one report per step, and running ahead when allowed."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from tuner import tune
+from tuner.trainable.checkpoint import Checkpoint
+from tuner.trainable.function_trainable import wrap_function
+
+
+def _make(func, config=None):
+    return wrap_function(func)(dict(config or {}))
+
+
+def _wait_for(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return predicate()
+
+
+def test_without_an_allowance_the_function_waits_in_each_report():
+    made = []
+
+    def train(config):
+        for i in range(10):
+            made.append(i)
+            tune.report({"i": i})
+
+    trainable = _make(train)
+    assert trainable.train()["i"] == 0
+    time.sleep(0.1)
+    assert made == [0]
+    assert [trainable.train()["i"] for _ in range(3)] == [1, 2, 3]
+    trainable.stop()
+
+
+def test_an_allowance_lets_that_many_reports_queue_up_then_the_function_waits():
+    made = []
+
+    def train(config):
+        for i in range(10):
+            made.append(i)
+            tune.report({"i": i})
+
+    trainable = _make(train)
+    trainable.allow_run_ahead(3, time.monotonic() + 60)
+    assert trainable.train()["i"] == 0
+    assert _wait_for(lambda: len(made) == 4)
+    time.sleep(0.1)
+    assert made == [0, 1, 2, 3]  # three reports ran ahead; the fourth waits
+    trainable.allow_run_ahead(0, 0.0)
+    results = [trainable.train() for _ in range(6)]
+    assert [r["i"] for r in results] == [1, 2, 3, 4, 5, 6]
+    assert [r["training_iteration"] for r in results] == [2, 3, 4, 5, 6, 7]
+    time.sleep(0.1)
+    assert made == list(range(7))  # no allowance left: one report per step again
+    trainable.stop()
+
+
+def test_the_allowance_ends_at_its_deadline():
+    made = []
+
+    def train(config):
+        for i in range(10):
+            made.append(i)
+            time.sleep(0.05)
+            tune.report({"i": i})
+
+    trainable = _make(train)
+    trainable.allow_run_ahead(100, time.monotonic() + 0.12)
+    trainable.train()
+    time.sleep(0.5)
+    assert 2 <= len(made) <= 4  # reports after the deadline wait
+    trainable.stop()
+
+
+def test_a_checkpoint_or_done_is_never_run_past(tmp_path):
+    made = []
+
+    def train(config):
+        for i in range(10):
+            made.append(i)
+            if i == 1:
+                path = tmp_path / "ckpt"
+                path.mkdir()
+                tune.report({"i": i}, checkpoint=Checkpoint.from_directory(str(path)))
+            else:
+                tune.report({"i": i, "done": i == 3})
+
+    trainable = _make(train)
+    trainable.allow_run_ahead(100, time.monotonic() + 60)
+    assert trainable.train()["i"] == 0
+    assert _wait_for(lambda: len(made) == 2)
+    time.sleep(0.1)
+    assert made == [0, 1]
+    assert "_checkpoint_path" in trainable.train()
+    time.sleep(0.1)
+    assert made == [0, 1]  # taking the checkpoint's result does not let the function on
+    assert trainable.train()["i"] == 2
+    assert _wait_for(lambda: len(made) == 4)
+    time.sleep(0.1)
+    assert made == [0, 1, 2, 3]  # report 3 says done: nothing after it runs
+    trainable.stop()
+
+
+def test_times_are_taken_at_the_report_even_when_the_result_is_taken_later():
+    def train(config):
+        for i in range(3):
+            time.sleep(0.05)
+            tune.report({"i": i})
+
+    trainable = _make(train)
+    trainable.allow_run_ahead(10, time.monotonic() + 60)
+    first = trainable.train()
+    time.sleep(0.4)  # the other reports are queued meanwhile
+    later = [trainable.train() for _ in range(2)]
+    for result in [first] + later:
+        assert 0.04 <= result["time_this_iter_s"] < 0.3
+    assert later[-1]["timestamp"] < time.time() - 0.2
+    assert trainable.train()["_finished"]
+
+
+def test_stop_ends_a_function_that_runs_ahead():
+    def train(config):
+        while True:
+            tune.report({"pid": os.getpid()})
+
+    trainable = _make(train)
+    trainable.allow_run_ahead(10**9, time.monotonic() + 60)
+    trainable.train()
+    thread = trainable._thread
+    assert thread is not None and thread.is_alive()
+    trainable.stop()
+    assert not thread.is_alive()
