@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import threading
 import time
 import uuid
 from typing import Any, Callable, Mapping
@@ -28,6 +27,7 @@ from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.profiler import SweepProfiler
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
+from tuner.execution.placement_release import await_release, watch_release
 from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
 from tuner.execution.resume import StoredSweep
 from tuner.execution.trial import Trial
@@ -45,8 +45,6 @@ logger = logging.getLogger(__name__)
 
 _RemoteTrialActor = ray.remote(max_restarts=0, max_task_retries=0)(TrialActor)
 _RESOURCE_REFRESH_S = 5.0
-#: How long the end of a sweep waits for Ray to show the resources it gave back (see _await_release).
-RELEASE_WAIT_S = 1.0
 #: How long a trial actor may keep running fast iterations before answering (see TrialActor.run).
 RESULT_BATCH_WINDOW_S = 0.005
 RESULT_BATCH_MAX = 100
@@ -135,7 +133,7 @@ class Controller:
         self._metric_checked = metric is None
         self._total: dict[str, float] = {}
         self._nodes: list[dict[str, float]] = []
-        self._freed: dict[str, float] = {}  # resources of the groups this sweep gave back
+        self._peak_held: dict[str, float] = {}  # the most of each resource this sweep's groups held at once
         self._resources_read_at = 0.0
         self._start_time = 0.0
         # Fast iterations may share a round trip when no decision can depend on the exact
@@ -403,13 +401,23 @@ class Controller:
                 placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
             ),
         ).remote()
-        return _Slot(actor=actor, pg=pg, pgf=pgf)
+        slot = _Slot(actor=actor, pg=pg, pgf=pgf)
+        for name, amount in self._held(extra=slot).items():
+            self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
+        return slot
+
+    def _held(self, extra: _Slot | None = None) -> dict[str, float]:
+        """The resources of the placement groups this sweep holds (and of ``extra``)."""
+        held: dict[str, float] = {}
+        for slot in list(self._slots.values()) + self._idle + ([extra] if extra else []):
+            for name, amount in slot.pgf.required().items():
+                held[name] = held.get(name, 0.0) + amount
+        return held
 
     def _available(self) -> dict[str, float]:
         available = dict(self._total)
-        for slot in list(self._slots.values()) + self._idle:
-            for name, amount in slot.pgf.required().items():
-                available[name] = available.get(name, 0.0) - amount
+        for name, amount in self._held().items():
+            available[name] = available.get(name, 0.0) - amount
         return available
 
     def _read_cluster_resources(self, force: bool = False) -> None:
@@ -742,8 +750,6 @@ class Controller:
                 self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
 
     def _destroy_slot(self, slot: _Slot) -> None:
-        for name, amount in slot.pgf.required().items():
-            self._freed[name] = self._freed.get(name, 0.0) + amount
         try:
             ray.kill(slot.actor, no_restart=True)
         except Exception:  # noqa: BLE001 - already gone
@@ -771,50 +777,8 @@ class Controller:
             self._destroy_slot(slot)
         self._slots.clear()
         self._idle.clear()
-        if self._freed:
-            _watch_release(self._freed)
-
-
-#: The thread watching the last sweep's resources come back (see _watch_release).
-_release_watch: threading.Thread | None = None
-
-
-def _watch_release(freed: Mapping[str, float]) -> None:
-    """Watch, in the background, for Ray to show ``freed`` as available again.
-
-    Removing a placement group is asynchronous, and a group asked for before Ray's view of the
-    cluster shows the resources back is retried with a backoff: measured here, a sweep started
-    right after another waited 0.36-0.74 s for its groups, against 5 ms once the view had caught
-    up (20-100 ms after the removal). The next sweep in this process waits for the watch
-    (:func:`await_release`) before it asks for groups; whatever the caller did in between
-    overlaps with it.
-    """
-    global _release_watch
-    _release_watch = threading.Thread(
-        target=_await_release, args=(dict(freed), RELEASE_WAIT_S), name="tuner-release-watch", daemon=True
-    )
-    _release_watch.start()
-
-
-def await_release() -> None:
-    """Wait for the previous sweep's resources to show as available (at most ``RELEASE_WAIT_S``)."""
-    watch = _release_watch
-    if watch is not None:
-        watch.join(RELEASE_WAIT_S)
-
-
-def _await_release(freed: Mapping[str, float], timeout: float) -> None:
-    """Wait (at most ``timeout`` s) until Ray shows ``freed`` as available again (as much of it
-    as the cluster has: a sweep may have given back the same CPU several times)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            total, available = ray.cluster_resources(), ray.available_resources()
-        except Exception:  # noqa: BLE001 - Ray is going away: nothing to wait for
-            return
-        if all(available.get(k, 0.0) + 1e-9 >= min(v, total.get(k, 0.0)) for k, v in freed.items()):
-            return
-        time.sleep(0.005)
+        if self._peak_held:
+            watch_release(self._peak_held)
 
 
 def _error_text(exc: BaseException) -> str:

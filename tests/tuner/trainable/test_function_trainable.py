@@ -14,6 +14,18 @@ def _make(func, config=None):
     return wrap_function(func)(dict(config or {}))
 
 
+def _counting(reports=10):
+    """A function that reports ``i`` for i in range(reports), and the list of reports it made."""
+    made = []
+
+    def train(config):
+        for i in range(reports):
+            made.append(i)
+            tune.report({"i": i})
+
+    return train, made
+
+
 def _wait_for(predicate, timeout=5.0):
     deadline = time.monotonic() + timeout
     while not predicate() and time.monotonic() < deadline:
@@ -22,13 +34,7 @@ def _wait_for(predicate, timeout=5.0):
 
 
 def test_without_an_allowance_the_function_waits_in_each_report():
-    made = []
-
-    def train(config):
-        for i in range(10):
-            made.append(i)
-            tune.report({"i": i})
-
+    train, made = _counting()
     trainable = _make(train)
     assert trainable.train()["i"] == 0
     time.sleep(0.1)
@@ -38,13 +44,7 @@ def test_without_an_allowance_the_function_waits_in_each_report():
 
 
 def test_an_allowance_lets_that_many_reports_queue_up_then_the_function_waits():
-    made = []
-
-    def train(config):
-        for i in range(10):
-            made.append(i)
-            tune.report({"i": i})
-
+    train, made = _counting()
     trainable = _make(train)
     trainable.allow_run_ahead(3, time.monotonic() + 60)
     assert trainable.train()["i"] == 0

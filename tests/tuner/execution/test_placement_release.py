@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tuner import tune
-from tuner.execution.controller import await_release
+from tuner.execution.placement_release import await_release
 
 
 def _noop(config):
