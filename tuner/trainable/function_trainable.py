@@ -39,7 +39,9 @@ class FunctionTrainable(Trainable):
     The trial actor may let the function run ahead (:meth:`allow_run_ahead`): then a report
     is queued and the function goes on at once, without waiting for ``step()`` to take it,
     as long as the allowance lasts. A report with a checkpoint, or with ``done``, always
-    waits, so no iteration runs past one before it has been decided on.
+    waits, so no iteration runs past one before it has been decided on. An iteration the
+    function began within the allowance is finished after it ends: its report waits, queued,
+    for the next ``step()`` (or is dropped if the trial is stopped).
     """
 
     _func: Callable[..., Any]
