@@ -49,8 +49,10 @@ def _current() -> "FunctionTrainable":
 def report(metrics: Mapping[str, Any] | None = None, *, checkpoint: Checkpoint | None = None, **kwargs: Any) -> None:
     """Report one iteration's metrics (and optionally a checkpoint) from a function trainable.
 
-    Blocks until the controller asks for the next iteration; raises to unwind the function
-    when the scheduler stopped the trial. ``tune.report(score=1.0)`` (keywords) works too.
+    Blocks until the controller asks for the next iteration, except for fast iterations within
+    the trial actor's batch window, which go on at once (see ``FunctionTrainable``); raises to
+    unwind the function when the scheduler stopped the trial. The metrics are copied, so the
+    function may reuse its dict. ``tune.report(score=1.0)`` (keywords) works too.
     """
     if metrics is not None and not isinstance(metrics, Mapping):
         raise TypeError(f"tune.report: metrics must be a dict, got {type(metrics).__name__}")

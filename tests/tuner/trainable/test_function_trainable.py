@@ -60,6 +60,20 @@ def test_an_allowance_lets_that_many_reports_queue_up_then_the_function_waits():
     trainable.stop()
 
 
+def test_a_dict_the_function_reuses_is_reported_as_it_was_at_each_report():
+    def train(config):
+        metrics = {}
+        for i in range(5):
+            metrics["i"] = i
+            tune.report(metrics)
+
+    trainable = _make(train)
+    trainable.allow_run_ahead(10, time.monotonic() + 60)
+    first = trainable.train()
+    time.sleep(0.1)  # the other reports are queued meanwhile
+    assert [first["i"]] + [trainable.train()["i"] for _ in range(4)] == [0, 1, 2, 3, 4]
+
+
 def test_the_allowance_ends_at_its_deadline():
     made = []
 
