@@ -223,10 +223,10 @@ class Controller:
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> list[Trial]:
         """Run the experiment until every trial has ended; return the trials."""
+        await_release()  # an earlier sweep's groups are back: ours are placed without a retry
         self._start_time = time.monotonic()
         if self._profiler is not None:
             self._profiler.loop_start()
-        await_release()  # an earlier sweep's groups are back: ours are placed without a retry
         self._read_cluster_resources(force=True)
         self._callbacks.call("setup", **self._callback_info)
         try:
