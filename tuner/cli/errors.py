@@ -6,7 +6,9 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1  # the sweep ran but trials failed, or a runtime error (Ray, database)
 EXIT_USAGE = 2  # a bad spec, flag or name: nothing was run or written
-EXIT_INTERRUPTED = 130  # Ctrl-C: the sweep was left resumable
+EXIT_BUSY = 3  # another driver is running this sweep: nothing was run or written
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): the sweep was left resumable
+EXIT_TERMINATED = 143  # SIGTERM (kill, docker stop, Slurm preemption): the sweep was left resumable
 
 
 class CLIError(Exception):
