@@ -300,9 +300,13 @@ class DistributedTrainer(Trainable):
 
     @classmethod
     def default_resource_request(cls, config: Mapping[str, Any]) -> list[dict[str, float]]:
-        """Bundle 0: the learner; bundles 1..num_workers: one per rollout actor."""
+        """Bundle 0: the learner; bundles 1..num_workers: one per rollout actor.
+
+        Runs in the driver before the trial starts, so a bad config or an unknown env id fails
+        the sweep at once instead of a few seconds into each trial."""
         c = cls.resolve_config(config)
         publish_env_creators()  # runs in the driver with Ray up: trial actors will find the envs
+        resolve_env(c["env"])
         learner = {"CPU": float(c["num_cpus_for_learner"])}
         if c["num_cpus_per_worker"] <= 0:
             return [learner]

@@ -15,6 +15,7 @@ from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler, val
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
+from tuner.execution import signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.controller import Controller
 from tuner.execution.profiler import SweepProfiler, save_profile
@@ -146,6 +147,22 @@ def _rebuild_tensorboard(run_dir: Path, url: str, tb_dir: Path) -> None:
         logger.warning("cannot rebuild the TensorBoard logdir %s from the store", tb_dir, exc_info=True)
 
 
+def _sigterm_as_interrupt(fn: Callable[..., ExperimentAnalysis]) -> Callable[..., ExperimentAnalysis]:
+    """SIGTERM during the call stops the sweep as Ctrl-C does (see ``tuner.execution.signals``);
+    one that arrives as the sweep ends is raised once everything is saved."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> ExperimentAnalysis:
+        with signals.graceful_sigterm():
+            analysis = fn(*args, **kwargs)
+            signals.raise_if_terminated()
+        return analysis
+
+    return wrapper
+
+
+@_sigterm_as_interrupt
 def run(
     run_or_experiment: Any,
     *,
@@ -189,6 +206,13 @@ def run(
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
     state); ``"ERRORED_ONLY"`` also retries the trials that failed (from their last checkpoint),
     ``"RESTART_ERRORED"`` from scratch; ``"AUTO"`` resumes if the sweep exists and starts it otherwise.
+
+    Ctrl-C (KeyboardInterrupt) and SIGTERM stop the trials where they are and leave the sweep
+    resumable: running trials are stored as INTERRUPTED with every result received so far, the
+    sweep too. SIGTERM then raises :class:`~tuner.execution.signals.SweepTerminated`, a
+    ``SystemExit`` with code 143. A new sweep whose checks fail before any trial reported
+    (resources that never fit, a bad trainer config, a metric no result holds) leaves nothing
+    behind, so the corrected call can reuse the name.
 
     The sweep is exported live for TensorBoard's HParams dashboard into ``tensorboard_dir``
     (``<storage_path>/<name>/tensorboard`` by default; ``tensorboard --logdir`` it): one session per
@@ -248,14 +272,25 @@ def run(
     url = database_url or default_database_url(run_dir)
     if resume not in (False, "AUTO") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
-    store = Store(url)
-    lock: SweepLock | None = None
+    # One driver per sweep: taken before the sweep is looked up or anything is written.
+    lock = SweepLock(run_dir, name).acquire()
+    # Looked at once this driver holds the sweep: what is there now is not this call's to remove.
+    leftovers = _Leftovers(run_dir, tb_dir if tensorboard else None, in_database=database_url is not None)
+    try:
+        store = Store(url)
+    except BaseException:
+        lock.release()
+        leftovers.remove_files()
+        raise
+    existing: dict[str, Any] | None = None
+    experiment_id: int | None = None
+    controller: Controller | None = None
     try:
         existing = _existing_sweep(store, name, resume)
         ray_began = time.monotonic()
         ensure_ray()
+        signals.rearm()  # ray.init installs its own SIGTERM handler
         ray_start_s = time.monotonic() - ray_began
-        lock = SweepLock(run_dir, name).acquire()
         spec = {
             "trainable": trainable_cls.__name__,
             "config": repr(dict(config)),
@@ -342,10 +377,18 @@ def run(
             trials = controller.run()
         finally:
             save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+    except BaseException as exc:
+        leftovers.discard = _nothing_to_keep(exc, existing, experiment_id, controller)
+        raise
     finally:
-        store.close()
-        if lock is not None:
+        try:
+            if leftovers.discard:
+                leftovers.remove_experiment(store, experiment_id)
+            store.close()
+        finally:
             lock.release()
+            if leftovers.discard:
+                leftovers.remove_files()
 
     analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
     _raise_for_failures(trials, fail_fast=fail_fast, raise_on_failed_trial=raise_on_failed_trial)
@@ -396,6 +439,56 @@ def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, 
     for trial_id in sweep.restarted:
         checkpoints.forget(trial_id)
     controller.adopt(sweep)
+
+
+def _nothing_to_keep(exc: BaseException, existing: dict[str, Any] | None, experiment_id: int | None,
+                     controller: Controller | None) -> bool:
+    """Whether a sweep this call began failed before it had anything worth keeping: before it
+    was in the store, or on a check (a ValueError: resources, trainer config, metric) before
+    any trial reported. An interrupted sweep is kept: it is resumable."""
+    if existing is not None:
+        return False
+    if experiment_id is None:
+        return True
+    if not isinstance(exc, ValueError):
+        return False
+    return controller is None or not any(t.last_result for t in controller.get_trials())
+
+
+class _Leftovers:
+    """What a new sweep made (its run directory, TensorBoard logdir, experiment row), so that a
+    sweep that fails its checks leaves nothing behind."""
+
+    def __init__(self, run_dir: Path, tb_dir: Path | None, *, in_database: bool) -> None:
+        self.run_dir = run_dir if _holds_only_locks(run_dir) else None
+        self.tb_dir = tb_dir if tb_dir is not None and not tb_dir.exists() else None
+        self.in_database = in_database  # the sweep's rows live outside its run directory
+        self.discard = False
+
+    def remove_experiment(self, store: Store, experiment_id: int | None) -> None:
+        if experiment_id is None or not (self.in_database or self.run_dir is None):
+            return  # nothing stored, or stored in a file removed with the run directory
+        try:
+            store.delete_experiment(experiment_id)
+        except Exception:  # noqa: BLE001 - the error that ended the sweep is the one to raise
+            logger.warning("could not remove the failed sweep from the store", exc_info=True)
+
+    def remove_files(self) -> None:
+        import shutil
+
+        for path in (self.tb_dir, self.run_dir):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _holds_only_locks(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is new: missing, or holding nothing but the driver's lock files."""
+    try:
+        return all(entry.name.endswith(".lock") for entry in run_dir.iterdir())
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, Any] | None:

@@ -44,12 +44,22 @@ def _query(db: str, sql: str) -> int:
         engine.dispose()
 
 
-def _kill_when(storage, name, scheduler, log, sql, at_least):
-    """Run the sweep in a driver process that joins this Ray; SIGKILL it once ``sql`` counts enough."""
-    env = dict(os.environ, RAY_ADDRESS="auto")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.tuner.resume_sweep", storage, name, scheduler, log], cwd=ROOT, env=env
-    )
+def _driver(storage, name, scheduler, log):
+    """The sweep in a driver process that joins this test session's Ray."""
+    import ray
+
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    with open(os.path.join(storage, f"{name}.stderr"), "w") as err:  # a file: a full pipe would block it
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.tuner.resume_sweep", storage, name, scheduler, log], cwd=ROOT, env=env,
+            stderr=err,
+        )
+
+
+def _kill_when(storage, name, scheduler, log, sql, at_least, sig=signal.SIGKILL):
+    """Run the sweep in a driver process; send it ``sig`` once ``sql`` counts enough. Returns the
+    time of the signal and the driver's exit code and stderr."""
+    proc = _driver(storage, name, scheduler, log)
     db = os.path.join(storage, name, "tuner.db")
     deadline = time.time() + 120
     try:
@@ -59,9 +69,15 @@ def _kill_when(storage, name, scheduler, log, sql, at_least):
             time.sleep(0.05)
         assert proc.poll() is None, "the sweep ended before the kill point"
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    return time.time()
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    with open(os.path.join(storage, f"{name}.stderr")) as f:
+        return time.time(), proc.returncode, f.read()
 
 
 @pytest.mark.parametrize(
@@ -77,7 +93,7 @@ def _kill_when(storage, name, scheduler, log, sql, at_least):
 )
 def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, scheduler, kill_point, at_least):
     storage, log = str(tmp_path), str(tmp_path / "starts.jsonl")
-    killed_at = _kill_when(storage, "swept", scheduler, log, KILL_POINTS[kill_point], at_least)
+    killed_at, _, _ = _kill_when(storage, "swept", scheduler, log, KILL_POINTS[kill_point], at_least)
     before = tune.load(tmp_path / "swept")
     done_before = {t.trial_id for t in before.trials if t.status == "TERMINATED"}
     rows_before = {(r["trial_id"], r["training_iteration"]): r["score"] for r in before.results_df.to_dict("records")} \
@@ -112,6 +128,41 @@ def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, schedule
     assert analysis.best_config["x"] == clean.best_config["x"]
     if scheduler == "fifo":
         assert all(len(f) == resume_sweep.ITERATIONS for f in analysis.trial_dataframes.values())
+
+
+def test_sigterm_leaves_interrupted_trials_that_resume_finishes(tmp_path):
+    """SIGTERM (kill, docker stop, Slurm preemption) mid-sweep: the driver exits 143 without a
+    traceback, running trials are on record as INTERRUPTED (never TERMINATED part-way), and a
+    resume finishes every trial with each result stored once, to an uninterrupted run's best."""
+    storage, log = str(tmp_path), str(tmp_path / "starts.jsonl")
+    db = os.path.join(storage, "termed", "tuner.db")
+    termed_at, code, err = _kill_when(storage, "termed", "fifo", log, KILL_POINTS["mid-results"], 20, signal.SIGTERM)
+    assert code == 143, err
+    assert "Traceback" not in err, err
+    assert _query(db, "SELECT status FROM experiments") == "INTERRUPTED"
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.connect() as conn:
+        statuses = dict(conn.execute(sa.text("SELECT trial_id, status FROM trials")).all())
+        counts = dict(conn.execute(sa.text("SELECT trial_id, COUNT(*) FROM results GROUP BY trial_id")).all())
+    engine.dispose()
+    assert "INTERRUPTED" in statuses.values() and "RUNNING" not in statuses.values(), statuses
+    short = {t: counts.get(t, 0) for t, s in statuses.items() if s == "TERMINATED" and counts.get(t, 0) < 8}
+    assert not short, f"trials stored as finished part-way: {short}"
+    before = tune.load(tmp_path / "termed")
+    rows_before = {(r["trial_id"], r["training_iteration"]): r["score"] for r in before.results_df.to_dict("records")}
+    before.close()
+
+    analysis = resume_sweep.sweep(storage, "termed", "fifo", log, resume=True)
+    assert len(analysis.trials) == 8 and {t.status for t in analysis.trials} == {"TERMINATED"}
+    df = analysis.results_df
+    assert len(df) == 8 * resume_sweep.ITERATIONS and not df.duplicated(["trial_id", "training_iteration"]).any()
+    after = {(r["trial_id"], r["training_iteration"]): r["score"] for r in df.to_dict("records")}
+    assert all(after[key] == value for key, value in rows_before.items())
+    with open(log) as f:
+        resumed = [json.loads(line) for line in f if json.loads(line)["t"] > termed_at]
+    assert any(s["from"] > 0 for s in resumed), "no interrupted trial went on from its checkpoint"
+    clean = resume_sweep.sweep(storage, "clean", "fifo", str(tmp_path / "clean.jsonl"))
+    assert analysis.best_config["x"] == clean.best_config["x"]
 
 
 def test_resume_arguments(tmp_path):
@@ -172,10 +223,7 @@ def test_trial_actor_sigkilled_restarts_from_its_checkpoint(tmp_path):
 
 def test_a_second_driver_on_a_running_sweep_is_refused(tmp_path):
     storage, log = str(tmp_path), str(tmp_path / "starts.jsonl")
-    env = dict(os.environ, RAY_ADDRESS="auto")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.tuner.resume_sweep", storage, "busy", "fifo", log], cwd=ROOT, env=env
-    )
+    proc = _driver(storage, "busy", "fifo", log)
     try:
         db = os.path.join(storage, "busy", "tuner.db")
         deadline = time.time() + 60

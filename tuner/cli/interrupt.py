@@ -1,16 +1,17 @@
-"""Ctrl-C leaves a resumable sweep (or, before the sweep started, nothing at all).
+"""Ctrl-C and SIGTERM leave a resumable sweep (or, before the sweep started, nothing at all).
 
-On a KeyboardInterrupt the controller stops its trials' actors and leaves the trials that were
-running on record as RUNNING, which a resume (``tune.run(..., resume=True)``, ``tuner resume``)
-continues from their last checkpoint, as after a driver that died. The CLI then marks the sweep
-itself INTERRUPTED (instead of ERROR), so ``tuner ls`` and ``tuner show`` say what happened.
+On a KeyboardInterrupt or SIGTERM the controller stops its trials' actors and records the trials
+that were running, and the sweep, as INTERRUPTED; a resume (``tune.run(..., resume=True)``,
+``tuner resume``) continues them from their last checkpoint, as after a driver that died. The
+CLI marks the sweep INTERRUPTED too, for an interrupt that came before the controller ran, so
+``tuner ls`` and ``tuner show`` say what happened.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-INTERRUPTED = "INTERRUPTED"  # the experiment's status after Ctrl-C
+from tuner.execution.resume import INTERRUPTED  # the experiment's status after Ctrl-C or SIGTERM
 
 
 def mark_interrupted(url: str, name: str) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 from tuner.callback import Callback
 from tuner.cli import spec as spec_mod
-from tuner.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, CLIError
+from tuner.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, CLIError
 from tuner.cli.interrupt import discard_unstarted, mark_interrupted
 from tuner.cli.live import fmt, make_progress
 from tuner.cli.paths import (
@@ -24,6 +24,7 @@ from tuner.cli.paths import (
     read_saved_spec,
 )
 from tuner.cli.yaml_io import dump
+from tuner.execution.signals import SweepTerminated, graceful_sigterm
 
 
 class SaveSpec(Callback):
@@ -87,13 +88,14 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     from tuner.store import StoreError
 
     exc = sys.exc_info()[1]
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, (KeyboardInterrupt, SweepTerminated)):
+        what = "terminated (SIGTERM)" if isinstance(exc, SweepTerminated) else "interrupted"
         if mark_interrupted(ref.url, ref.name):
-            print(f"tuner: interrupted; sweep {ref.name!r} is saved and resumable: {_command_hint(ref)}",
+            print(f"tuner: {what}; sweep {ref.name!r} is saved and resumable: {_command_hint(ref)}",
                   file=sys.stderr)
         else:
-            print(f"tuner: interrupted before sweep {ref.name!r} started; nothing was run", file=sys.stderr)
-        return EXIT_INTERRUPTED
+            print(f"tuner: {what} before sweep {ref.name!r} started; nothing was run", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, SweepTerminated) else EXIT_INTERRUPTED
     if isinstance(exc, ValueError):  # tune.run's own argument checks (e.g. resources that never fit)
         raise CLIError(first_line(exc, ref.url)) from None
     if isinstance(exc, (TuneError, StoreError)):
@@ -110,7 +112,13 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
 
 
 def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
-    """Run (or resume) ``spec`` with the live progress; the exit code."""
+    """Run (or resume) ``spec`` with the live progress; the exit code (143 after SIGTERM, as
+    during the sweep, also while its summary is printed)."""
+    with graceful_sigterm():
+        return _run_spec(spec, ref, args, resume)
+
+
+def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
     from tuner import tune
 
     if args.address:  # tune.run joins $RAY_ADDRESS (after it has opened the store)

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import numbers
 import time
 import uuid
 from typing import Any, Callable, Mapping
@@ -23,23 +24,24 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
 from tuner.callback import CallbackList
+from tuner.execution import signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.profiler import SweepProfiler
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
 from tuner.execution.placement_release import await_release, watch_release
 from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
-from tuner.execution.resume import StoredSweep
+from tuner.execution.resume import INTERRUPTED, StoredSweep
 from tuner.execution.trial import Trial
 from tuner.execution.trial_actor import TrialActor
 from tuner.execution.trial_naming import TrialNamer
 from tuner.search.searcher import Searcher
 from tuner.search.variants import flatten_dict
-from tuner.stopper import Stopper
+from tuner.stopper import DictStopper, Stopper
 from tuner.store import Store
 from tuner.trainable.checkpoint import Checkpoint
 from tuner.trainable.function_trainable import FunctionTrainable
-from tuner.trainable.trainable import Trainable
+from tuner.trainable.trainable import AUTO_RESULT_KEYS, Trainable
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +132,7 @@ class Controller:
         self._id_prefix = uuid.uuid4().hex[:5]
         self._searcher_finished = False
         self._stop_everything = False
-        self._metric_checked = metric is None
+        self._metric_checked = metric is None and not isinstance(stopper, DictStopper)
         self._total: dict[str, float] = {}
         self._nodes: list[dict[str, float]] = []
         self._peak_held: dict[str, float] = {}  # the most of each resource this sweep's groups held at once
@@ -229,29 +231,39 @@ class Controller:
             self._profiler.loop_start()
         self._read_cluster_resources(force=True)
         self._callbacks.call("setup", **self._callback_info)
+        failed = False
         try:
-            while not self._finished():
-                self._callbacks.call("on_step_begin", self._iteration, self._trials)
-                self._check_budgets()
-                self._fill()
-                self._wait_and_process(timeout=0.5)
-                self._iteration += 1
-                self._save_state()
-                self._callbacks.call("on_step_end", self._iteration, self._trials)
-            self._flush_results()
-            self._save_state(force=True)
-            self._store.set_experiment_status(self._experiment_id, "TERMINATED")
+            # SIGTERM is taken at the top of a pass, never halfway through recording a decision.
+            with signals.deferring():
+                while not self._finished():
+                    signals.raise_if_terminated()
+                    self._callbacks.call("on_step_begin", self._iteration, self._trials)
+                    self._check_budgets()
+                    self._fill()
+                    self._wait_and_process(timeout=0.5)
+                    self._iteration += 1
+                    self._save_state()
+                    self._callbacks.call("on_step_end", self._iteration, self._trials)
+                self._flush_results()
+                self._save_state(force=True)
+                self._store.set_experiment_status(self._experiment_id, "TERMINATED")
         except BaseException as exc:
-            self._flush_results()
-            self._store.set_experiment_status(self._experiment_id, "ERROR")
-            self._abort_running(interrupted=isinstance(exc, KeyboardInterrupt))
+            failed = True
+            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated))
+            self._record_abort(INTERRUPTED if interrupted else "ERROR")
             raise
         finally:
             if self._profiler is not None:
                 self._profiler.loop_end()  # trials still holding resources give them back
-                self._save_profiles()
             self._destroy_all_slots()
-            self._store.flush()
+            try:
+                if self._profiler is not None:
+                    self._save_profiles()
+                self._store.flush()
+            except Exception:  # noqa: BLE001 - never raised over the exception that ended the sweep
+                if not failed:
+                    raise
+                logger.warning("could not save the sweep's last writes", exc_info=True)
             self._callbacks.call("on_experiment_end", self._trials)
         return list(self._trials)
 
@@ -548,7 +560,7 @@ class Controller:
             self._complete_trial(trial)
             return False
         flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
-        self._check_metric(flat)
+        self._check_result(trial, flat)
         trial.last_result = result
         trial.last_flat_result = flat
         iteration = int(result["training_iteration"])
@@ -586,13 +598,30 @@ class Controller:
             )
         return False
 
-    def _check_metric(self, flat: Mapping[str, Any]) -> None:
+    def _check_result(self, trial: Trial, flat: Mapping[str, Any]) -> None:
+        """Fail the sweep, before the result is recorded, when it cannot be ranked or stopped on:
+        the sweep's metric or a ``stop`` key missing from the first result, or a metric value that
+        is not a number. Missing keys are checked once (a resumed sweep's trials reported them)."""
+        value = flat.get(self._metric) if self._metric is not None else None
+        if value is not None and type(value) not in (float, int) and not isinstance(value, numbers.Real):
+            raise ValueError(
+                f"metric {self._metric!r} must be a number: trial {trial.trial_name} reported "
+                f"{value!r} ({type(value).__name__}) at iteration {flat.get('training_iteration')}"
+            )
         if self._metric_checked:
             return
-        if self._metric not in flat:
+        reported = sorted(k for k in flat if not k.startswith("_") and k not in AUTO_RESULT_KEYS)
+        if self._metric is not None and self._metric not in flat:
             raise ValueError(
-                f"metric {self._metric!r} was never reported: the trial's results hold only "
-                f"{sorted(k for k in flat if not k.startswith('_'))}"
+                f"metric {self._metric!r} was never reported: the first result (trial {trial.trial_name}) "
+                f"holds only {reported}; name one of them as tune.run's metric"
+            )
+        stop_keys = self._stopper.thresholds if isinstance(self._stopper, DictStopper) else {}
+        missing = [key for key in stop_keys if key not in flat]
+        if missing:
+            raise ValueError(
+                f"stop: key {missing[0]!r} was never reported: the first result (trial {trial.trial_name}) "
+                f"holds only {reported} and the engine's own keys {list(AUTO_RESULT_KEYS)}"
             )
         self._metric_checked = True
 
@@ -759,14 +788,23 @@ class Controller:
         except Exception:  # noqa: BLE001
             pass
 
-    def _abort_running(self, interrupted: bool = False) -> None:
-        """End what runs after an exception; an interrupt (Ctrl-C) leaves running trials on record
-        as RUNNING, so a resume continues them from their last checkpoint."""
+    def _record_abort(self, sweep_status: str) -> None:
+        """Keep what the sweep has (its results, the trials cut short) on record after an
+        exception; a failure here is logged, never raised over the exception that ended the sweep."""
+        for step in (self._flush_results, self._abort_running,
+                     lambda: self._store.set_experiment_status(self._experiment_id, sweep_status)):
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - e.g. the store is what failed
+                logger.warning("while stopping the sweep", exc_info=True)
+
+    def _abort_running(self) -> None:
+        """Stop what runs after an exception (Ctrl-C, SIGTERM, an error in the driver): trials
+        that were running did not finish, so they go on record as INTERRUPTED, with their results
+        so far, and a resume continues them from their last checkpoint."""
         for trial in self._trials:
-            if trial.status == RUNNING and not interrupted:
-                self._set_status(trial, ERROR if trial.error else TERMINATED)
-            elif trial.status == RUNNING and trial.last_result is not None:  # for the results so far
-                self._store.update_trial(trial.trial_id, last_result=trial.last_result)
+            if trial.status == RUNNING:
+                self._set_status(trial, INTERRUPTED)
         self._inflight.clear()
         for slot in self._slots.values():
             self._destroy_slot(slot)

@@ -22,6 +22,9 @@ from tuner.store import Store
 #: "ERRORED_ONLY" also retries failed trials from their last checkpoint; "RESTART_ERRORED" retries
 #: them from scratch (their checkpoints and stored results are dropped).
 RESUME_MODES = (True, False, "AUTO", "ERRORED_ONLY", "RESTART_ERRORED")
+#: A trial (and a sweep) stopped before it finished: Ctrl-C, SIGTERM, or an error in the driver.
+#: Not a scheduler status: a resume runs such a trial again from its last checkpoint.
+INTERRUPTED = "INTERRUPTED"
 
 
 @dataclasses.dataclass
@@ -73,8 +76,8 @@ def load_sweep(
     for row in store.trials(experiment_id):
         config = pickle.loads(row["config_blob"]) if row.get("config_blob") else row["config"]
         status = row["status"]
-        if status == RUNNING:
-            status = PENDING  # interrupted: it starts again from its last checkpoint
+        if status in (RUNNING, INTERRUPTED):  # RUNNING: its driver was killed (SIGKILL, a lost node)
+            status = PENDING  # it starts again from its last checkpoint
         num_failures = int(row.get("num_failures") or 0)
         if status == ERROR and restart_errored:
             restarted.append(row["trial_id"])

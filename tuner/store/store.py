@@ -572,6 +572,16 @@ class Store:
         with self._db_lock, self._engine.begin() as conn:
             return int(conn.execute(stmt).rowcount or 0)
 
+    def delete_experiment(self, experiment_id: int) -> None:
+        """Delete an experiment with everything stored under it (a sweep that failed its checks
+        before any trial reported). Everything queued before is committed first."""
+        self._check_open()
+        self._wait()
+        with self._db_lock, self._engine.begin() as conn:
+            for table in (results, checkpoints, exploits, trial_profiles, experiment_state, trials):
+                conn.execute(table.delete().where(table.c.experiment_id == int(experiment_id)))
+            conn.execute(experiments.delete().where(experiments.c.id == int(experiment_id)))
+
     def set_experiment_status(self, experiment_id: int, status: str) -> None:
         """Queue a change of an experiment's status."""
         if self._closed:

@@ -1,4 +1,4 @@
-"""Ctrl-C (SIGINT) during `tuner sweep` leaves a sweep that `tuner resume` finishes."""
+"""Ctrl-C (SIGINT) or SIGTERM during `tuner sweep` leaves a sweep that `tuner resume` finishes."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def _query(db, sql):
         engine.dispose()
 
 
-def test_sigint_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address, sig, code, said):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     storage = tmp_path / "results"
@@ -53,21 +55,21 @@ def test_sigint_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address):
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the sweep ended before it could be interrupted: " + proc.communicate()[1]
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, out + err
+    assert proc.returncode == code, out + err
     assert "Traceback" not in err
-    assert f"sweep 'intr' is saved and resumable: tuner resume intr --storage-path {storage}" in err
+    assert f"tuner: {said}; sweep 'intr' is saved and resumable: tuner resume intr --storage-path {storage}" in err
 
     assert _query(db, "SELECT status FROM experiments") == [("INTERRUPTED",)]
-    # the trials Ctrl-C interrupted are on record as unfinished (RUNNING: resumed from their checkpoint)
+    # the trials the signal cut short are on record as INTERRUPTED: resumed from their checkpoint
     last = dict(_query(db, "SELECT trial_id, MAX(iteration) FROM results GROUP BY trial_id"))
     statuses = dict(_query(db, "SELECT trial_id, status FROM trials"))
-    assert any(status != "TERMINATED" for status in statuses.values()), statuses
+    assert "INTERRUPTED" in statuses.values(), statuses
     assert all(last.get(t) == ITERATIONS for t, status in statuses.items() if status == "TERMINATED")
 
     proc = cli("resume", "intr", "--storage-path", str(storage), "--address", ray_address)
