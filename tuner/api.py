@@ -248,14 +248,19 @@ def run(
     url = database_url or default_database_url(run_dir)
     if resume not in (False, "AUTO") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
-    store = Store(url)
-    lock: SweepLock | None = None
+    # One driver per sweep, held where the sweep is stored: taken before the sweep is looked up or
+    # anything is written, so two drivers racing on one sweep cannot both run it.
+    lock = SweepLock(url, name, run_dir).acquire()
+    try:
+        store = Store(url)
+    except BaseException:
+        lock.release()
+        raise
     try:
         existing = _existing_sweep(store, name, resume)
         ray_began = time.monotonic()
         ensure_ray()
         ray_start_s = time.monotonic() - ray_began
-        lock = SweepLock(run_dir, name).acquire()
         spec = {
             "trainable": trainable_cls.__name__,
             "config": repr(dict(config)),
@@ -343,8 +348,9 @@ def run(
         finally:
             save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
     finally:
-        store.close()
-        if lock is not None:
+        try:
+            store.close()
+        finally:
             lock.release()
 
     analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
