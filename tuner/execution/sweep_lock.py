@@ -5,7 +5,8 @@ apart whatever their storage paths:
 
 - PostgreSQL: a session-level advisory lock (``pg_try_advisory_lock``) on a key made of the
   schema the store's tables are in and the sweep's name, held on a connection of its own. The
-  server lets it go when that connection ends, the driver's exit or death (SIGKILL too) included.
+  server lets it go when that connection ends, the driver's exit or death (SIGKILL too) included
+  (and also when the server ends an idle session: keep ``idle_session_timeout`` off for drivers).
 - A SQLite file: an ``flock`` on a lock file beside the database file, one per sweep name.
 - Any other database (and in-memory SQLite): an ``flock`` on ``.driver.lock`` in the run
   directory; two drivers with different storage paths are then not kept apart.

@@ -49,7 +49,7 @@ __all__ = ["Store", "StoreError", "default_database_url", "mask_url"]
 
 logger = logging.getLogger(__name__)
 
-F = TypeVar("F", bound=Callable[..., Any])
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 # ------------------------------------------------------------------------------ queue item helpers
@@ -77,7 +77,7 @@ _MAX_BATCH_ROWS = 50_000  # commit at least this often under a flood of results
 _RETRIES = (0.05, 0.25, 1.0)  # back-off for operational (connection/lock) errors
 
 
-def _answering(method: F) -> F:
+def _answering(method: _Method) -> _Method:
     """A synchronous call of the store: a database error comes out as one StoreError line
     (a corrupt file, a lost connection), the driver's exception as its cause."""
 
