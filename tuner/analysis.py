@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import pickle
@@ -17,6 +18,8 @@ from tuner.search.variants import flatten_dict
 from tuner.store import Store, default_database_url
 
 SCOPES = ("all", "last", "avg", "last-5-avg", "last-10-avg")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -43,6 +46,35 @@ class TrialRecord:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class BestTrial:
+    """Which trial is best, and why: the trial (None when none ranks), its score, and the trials
+    left out of the ranking because their score is NaN or infinite (trial_id -> score)."""
+
+    metric: str
+    mode: str
+    scope: str
+    trial: TrialRecord | None
+    value: float | None
+    skipped: dict[str, float]
+
+    def note(self) -> str | None:
+        """One line on the trials that were skipped (None when none was)."""
+        if not self.skipped:
+            return None
+        shown = ", ".join(f"{tid} ({_spell(v)})" for tid, v in list(self.skipped.items())[:5])
+        more = f" and {len(self.skipped) - 5} more" if len(self.skipped) > 5 else ""
+        if self.trial is None:
+            return (f"no trial has a finite {self.metric!r} to rank: {shown}{more} reported NaN or infinity, "
+                    f"which never ranks (as in Ray Tune)")
+        return (f"{len(self.skipped)} trial(s) left out of the best {self.metric!r}: {shown}{more} reported "
+                f"NaN or infinity, which never ranks (as in Ray Tune)")
+
+
+def _spell(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 class ExperimentAnalysis:
@@ -75,6 +107,7 @@ class ExperimentAnalysis:
         self.spec: dict[str, Any] = dict(record.get("spec") or {})
         self.default_metric = default_metric or record.get("metric")
         self.default_mode = validate_mode(default_mode or record.get("mode"), "default_mode")
+        self._warned: set[tuple[str, str]] = set()  # notes on skipped trials logged so far
 
     def close(self) -> None:
         self._store.close()
@@ -170,20 +203,41 @@ class ExperimentAnalysis:
         filter_nan_and_inf: bool = True,
     ) -> TrialRecord | None:
         """The trial with the best ``metric``; ``scope`` says which of its results count
-        ('last', 'avg', 'last-5-avg', 'last-10-avg', or 'all' for its best ever)."""
+        ('last', 'avg', 'last-5-avg', 'last-10-avg', or 'all' for its best ever).
+
+        As in Ray Tune, a NaN or infinite score never ranks (unless ``filter_nan_and_inf`` is
+        False): such trials are named in a logged warning, and when no trial is left the answer
+        is None with a warning that says why. :meth:`explain_best_trial` returns both."""
+        answer = self.explain_best_trial(metric, mode, scope, filter_nan_and_inf)
+        note = answer.note()
+        if note is not None and (note, scope) not in self._warned:
+            self._warned.add((note, scope))
+            logger.warning("sweep %r: %s", self.name, note)
+        return answer.trial
+
+    def explain_best_trial(
+        self, metric: str | None = None, mode: str | None = None, scope: str = "last",
+        filter_nan_and_inf: bool = True,
+    ) -> BestTrial:
+        """:meth:`get_best_trial`'s answer with its score and the trials whose NaN or infinite
+        score was left out of the ranking (nothing is logged)."""
         metric, mode = self._metric_mode(metric, mode)
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {list(SCOPES)}, got {scope!r}")
         trials = self.trials
         histories = self._histories() if scope != "last" else {}
         best, best_value = None, None
+        skipped: dict[str, float] = {}
         for trial in trials:
             value = self._score(trial, histories.get(trial.trial_id, []), metric, mode, scope)
-            if value is None or (filter_nan_and_inf and not math.isfinite(value)):
+            if value is None:
+                continue
+            if filter_nan_and_inf and not math.isfinite(value):
+                skipped[trial.trial_id] = value
                 continue
             if best_value is None or (value > best_value if mode == "max" else value < best_value):
                 best, best_value = trial, value
-        return best
+        return BestTrial(metric=metric, mode=mode, scope=scope, trial=best, value=best_value, skipped=skipped)
 
     @staticmethod
     def _score(trial: TrialRecord, history: Sequence[dict[str, Any]], metric: str, mode: str,

@@ -272,8 +272,9 @@ def run(
     url = database_url or default_database_url(run_dir)
     if resume not in (False, "AUTO") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
-    # One driver per sweep: taken before the sweep is looked up or anything is written.
-    lock = SweepLock(run_dir, name).acquire()
+    # One driver per sweep, held where the sweep is stored: taken before the sweep is looked up or
+    # anything is written, so two drivers racing on one sweep cannot both run it.
+    lock = SweepLock(url, name, run_dir).acquire()
     # Looked at once this driver holds the sweep: what is there now is not this call's to remove.
     leftovers = _Leftovers(run_dir, tb_dir if tensorboard else None, in_database=database_url is not None)
     try:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tuner.cli.errors import EXIT_FAILED, CLIError
+from tuner.cli.errors import EXIT_FAILED, EXIT_USAGE, CLIError
 
 #: tune.run's default (``tuner.api.DEFAULT_STORAGE_PATH``; not imported from there: that pulls in Ray).
 DEFAULT_STORAGE_PATH = "~/tuner_results"
@@ -80,6 +80,8 @@ def locate(name_or_path: str, storage_path: str | None = None, database_url: str
     """
     if not name_or_path or name_or_path in (".", ".."):
         raise CLIError(f"expected a sweep name or run directory, got {name_or_path!r}")
+    if database_url is not None:
+        check_url_flag(database_url)
     root = Path(storage_path or default_storage_path()).expanduser().absolute()
     given = Path(name_or_path).expanduser()
     if os.sep in name_or_path or (os.altsep and os.altsep in name_or_path):
@@ -95,6 +97,8 @@ def locate(name_or_path: str, storage_path: str | None = None, database_url: str
         if isinstance(stored_url, str):
             hidden = has_password(stored_url)
             database_url = None if hidden else stored_url
+            if database_url is not None:
+                check_url_flag(database_url, f"database_url in {run_dir / SPEC_FILE}")
     ref = SweepRef(name=run_dir.name, run_dir=run_dir, database_url=database_url)
     if must_exist and hidden:
         raise CLIError(f"sweep {ref.name!r} is stored in a database whose URL has a password, which is "
@@ -105,13 +109,28 @@ def locate(name_or_path: str, storage_path: str | None = None, database_url: str
     return ref
 
 
+def check_url_flag(url: str, what: str = "--database-url") -> None:
+    """A malformed database URL (or one of a database whose driver is not installed) is a bad
+    flag: a CLIError naming ``what`` and the allowed forms."""
+    from tuner.store import check_database_url
+
+    try:
+        check_database_url(url, field=what)
+    except ValueError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+
+
 def open_store(ref: SweepRef) -> Any:
     """The sweep's store, opened for reading; a database that cannot be opened is a CLIError."""
     from tuner.store import Store, StoreError
 
     try:
         return Store(ref.url, create=False)
-    except (StoreError, Exception) as exc:  # noqa: BLE001 - SQLAlchemy's connection errors too
+    except ValueError as exc:  # a malformed URL
+        raise CLIError(first_line(exc, ref.url), EXIT_USAGE) from None
+    except StoreError as exc:  # it says what and where
+        raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
+    except Exception as exc:  # noqa: BLE001 - anything else the driver raises
         raise CLIError(f"cannot open the store {ref.url_for_display}: {first_line(exc, ref.url)}",
                        EXIT_FAILED) from None
 

@@ -6,16 +6,27 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import functools
 import io
 import json
 import math
+import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from tuner.cli.errors import EXIT_FAILED, EXIT_OK, CLIError
 from tuner.cli.live import fmt
-from tuner.cli.paths import DB_FILE, SPEC_FILE, SweepRef, default_storage_path, first_line, locate, open_store
+from tuner.cli.paths import (
+    DB_FILE,
+    SPEC_FILE,
+    SweepRef,
+    check_url_flag,
+    default_storage_path,
+    first_line,
+    locate,
+    open_store,
+)
 from tuner.cli.table import format_table
 
 
@@ -41,8 +52,25 @@ def _analysis(ref: SweepRef) -> Any:
 
     try:
         return ExperimentAnalysis(ref.run_dir, database_url=ref.database_url)
-    except (TuneError, StoreError) as exc:
+    except StoreError as exc:  # a database that cannot be reached or read, a corrupt file
+        raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
+    except (TuneError, ValueError) as exc:  # no such sweep; a malformed URL
         raise CLIError(first_line(exc, ref.url)) from None
+
+
+def _store_errors(verb: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A verb whose store fails while it reads (a corrupt page, a lost connection): one line, exit 1."""
+
+    @functools.wraps(verb)
+    def run(args: argparse.Namespace) -> int:
+        from tuner.store import StoreError
+
+        try:
+            return verb(args)
+        except StoreError as exc:
+            raise CLIError(first_line(exc, getattr(args, "database_url", None)), EXIT_FAILED) from None
+
+    return run
 
 
 def _counts(statuses: list[str]) -> str:
@@ -74,10 +102,12 @@ def _sweep_rows(store: Any, only: str | None = None) -> Iterator[list[str]]:
                if trials else "0", best, _when(experiment.get("created_at"))]
 
 
+@_store_errors
 def cmd_ls(args: argparse.Namespace) -> int:
     """List the sweeps of a storage path (or of a database) with their trial counts."""
     rows: list[list[str]] = []
     if args.database_url:
+        check_url_flag(args.database_url)
         store = open_store(SweepRef("", Path("."), args.database_url))
         try:
             rows = list(_sweep_rows(store))
@@ -126,6 +156,7 @@ def _last_line(text: str | None) -> str:
     return lines[-1].strip() if lines else ""
 
 
+@_store_errors
 def cmd_show(args: argparse.Namespace) -> int:
     """A sweep's status, every trial (status, iterations, metric, searched values, error) and its best."""
     from tuner.search.variants import flatten_dict
@@ -175,13 +206,16 @@ def cmd_show(args: argparse.Namespace) -> int:
             print()
             print(format_table(headers, rows))
         if metric and mode:
-            best = analysis.get_best_trial(metric, mode)
+            answer = analysis.explain_best_trial(metric, mode)
+            best, note = answer.trial, answer.note()
             print()
             if best is None:
-                print(f"best: no trial has reported {metric!r} yet")
+                print(f"best: {note or f'no trial has reported {metric!r} yet'}")
             else:
                 print(f"best: {best.trial_id} {metric}={fmt(flatten_dict(best.last_result).get(metric))}  "
                       f"config: {json.dumps(jsonable(best.config))}")
+                if note:
+                    print(f"note: {note}")
     finally:
         analysis.close()
     return EXIT_OK
@@ -210,6 +244,7 @@ def _show_profile(analysis: Any) -> int:
 
 
 # -- tuner best -----------------------------------------------------------------------------------
+@_store_errors
 def cmd_best(args: argparse.Namespace) -> int:
     """The best trial's config and result (``--json`` for scripts)."""
     from tuner.search.variants import flatten_dict
@@ -221,16 +256,20 @@ def cmd_best(args: argparse.Namespace) -> int:
         mode = args.mode or analysis.default_mode
         if not metric or not mode:
             raise CLIError(f"sweep {ref.name!r} has no metric and mode: pass --metric and --mode")
-        best = analysis.get_best_trial(metric, mode, scope=args.scope)
+        answer = analysis.explain_best_trial(metric, mode, scope=args.scope)
+        best, note = answer.trial, answer.note()
         if best is None:
-            print(f"tuner: no trial of sweep {ref.name!r} has reported {metric!r} yet", file=sys.stderr)
+            print(f"tuner: sweep {ref.name!r}: {note or f'no trial has reported {metric!r} yet'}", file=sys.stderr)
             return EXIT_FAILED
+        if note:
+            print(f"tuner: note: {note}", file=sys.stderr)
         value = flatten_dict(best.last_result).get(metric)
         if args.json:
             print(json.dumps(jsonable({
                 "name": ref.name, "trial_id": best.trial_id, "status": best.status, "metric": metric,
                 "mode": mode, "scope": args.scope, "value": value, "config": best.config,
                 "result": best.last_result, "checkpoint_path": best.checkpoint_path,
+                "skipped": {tid: str(v) for tid, v in answer.skipped.items()},  # NaN / inf scores
             }), indent=2))
         else:
             from tuner.cli.yaml_io import dump
@@ -262,8 +301,12 @@ def _export_frame(analysis: Any, what: str) -> Any:
     return frame.merge(configs, on="trial_id", how="left")
 
 
+@_store_errors
 def cmd_export(args: argparse.Namespace) -> int:
-    """Every result (or every trial) of a sweep as CSV or JSON, to stdout or ``--output``."""
+    """Every result (or every trial) of a sweep as CSV or JSON, to stdout or ``--output``
+    (written whole or not at all)."""
+    if args.output:
+        _check_output(Path(args.output))
     ref = locate(args.name, args.storage_path, args.database_url)
     analysis = _analysis(ref)
     try:
@@ -279,8 +322,32 @@ def cmd_export(args: argparse.Namespace) -> int:
         records = [jsonable(r) for r in frame.to_dict(orient="records")]
         text = json.dumps(records, indent=1) + "\n"
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        _write_whole(Path(args.output), text)
         print(f"wrote {len(frame)} {args.what} of sweep {ref.name!r} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _check_output(path: Path) -> None:
+    """``--output`` must name a file in a folder that exists."""
+    if path.is_dir():
+        raise CLIError(f"--output: {str(path)!r} is a folder; give a file path")
+    if not path.absolute().parent.is_dir():
+        raise CLIError(f"--output: the folder {str(path.absolute().parent)!r} does not exist; create it first")
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it: never half a file."""
+    tmp = path.absolute().with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise CLIError(f"--output: cannot write into {str(tmp.parent)!r}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CLIError(f"--output: cannot write {str(path)!r}: {exc.strerror}", EXIT_FAILED) from None

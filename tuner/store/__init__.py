@@ -3,11 +3,13 @@
 from .errors import StoreError
 from .migrate import database_version, upgrade
 from .schema import SCHEMA_VERSION
-from .store import Store, default_database_url, mask_url
+from .store import Store
+from .urls import check_database_url, default_database_url, mask_url
 
 __all__ = [
     "Store",
     "StoreError",
+    "check_database_url",
     "default_database_url",
     "mask_url",
     "upgrade",

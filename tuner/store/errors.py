@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-__all__ = ["StoreError"]
+import sqlalchemy as sa
+
+__all__ = ["StoreError", "error_line"]
 
 
 class StoreError(RuntimeError):
     """Any failure of the store: bad schema version, a failed background write, a closed store."""
+
+
+def error_line(exc: BaseException, url: sa.URL) -> str:
+    """The first line of a database error (the driver's own message where there is one), with
+    the password of ``url`` masked."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    text = lines[0].strip() if lines else type(orig).__name__
+    return text.replace(str(url.password), "***") if url.password else text

@@ -13,25 +13,26 @@ from __future__ import annotations
 import atexit
 import contextlib
 import enum
+import functools
 import logging
 import math
+import os
 import queue
-import re
 import sqlite3
 import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
 from . import codec, migrate, schema
-from .errors import StoreError
+from .errors import StoreError, error_line
 from .schema import (
     SCHEMA_VERSION,
     checkpoints,
@@ -42,30 +43,13 @@ from .schema import (
     trial_profiles,
     trials,
 )
+from .urls import check_database_url, connect_args, default_database_url, mask_url, sqlite_file
 
 __all__ = ["Store", "StoreError", "default_database_url", "mask_url"]
 
 logger = logging.getLogger(__name__)
 
-
-# --------------------------------------------------------------------------------------------- URLs
-
-
-def default_database_url(run_dir: str | Path) -> str:
-    """The embedded default: ``sqlite:///<absolute run_dir>/tuner.db``."""
-    path = Path(run_dir).expanduser().resolve() / "tuner.db"
-    return f"sqlite:///{path.as_posix()}"
-
-
-_PASSWORD_RE = re.compile(r"(://[^:/?#@]*:)[^@/]*@")
-
-
-def mask_url(url: str | sa.URL) -> str:
-    """``url`` with any password replaced by ``***`` (safe to log or display)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return _PASSWORD_RE.sub(r"\1***@", str(url))
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 # ------------------------------------------------------------------------------ queue item helpers
@@ -91,6 +75,20 @@ _CHECKPOINT_COLS = ("experiment_id", "trial_id", "path", "iteration", "timestamp
 _RESULT_COLS = ("experiment_id", "trial_id", "iteration", "timestamp", "data")
 _MAX_BATCH_ROWS = 50_000  # commit at least this often under a flood of results
 _RETRIES = (0.05, 0.25, 1.0)  # back-off for operational (connection/lock) errors
+
+
+def _answering(method: _Method) -> _Method:
+    """A synchronous call of the store: a database error comes out as one StoreError line
+    (a corrupt file, a lost connection), the driver's exception as its cause."""
+
+    @functools.wraps(method)
+    def call(self: "Store", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sa.exc.DBAPIError as exc:
+            raise StoreError(self._describe(exc)) from exc
+
+    return call  # type: ignore[return-value]
 
 
 class _Flush:
@@ -125,10 +123,17 @@ class Store:
             ``postgresql+psycopg://user:pw@host/db``.
         flush_interval_s: the writer waits at most this long to gather a batch after the first write.
         create: create missing tables (and stamp the schema version). With ``False`` a database
-            without the tuner schema is an error.
+            without the tuner schema is an error, and so is a SQLite file that does not exist
+            (none is made).
         upgrade: migrate a database of an older schema version in place (see
             :func:`tuner.store.upgrade`; back it up first). Without it such a database is a
             :class:`StoreError` that says how to upgrade.
+
+    A malformed URL, or one of a database whose driver is not installed, is a ValueError; a
+    database that cannot be reached or read (or a file that is no SQLite database) is a
+    :class:`StoreError` of one line. A SQLite file removed or replaced while the store is open
+    is found at the writer's next pass: the next call raises a :class:`StoreError` that says so
+    (later writes are dropped: there is nowhere to put them; reads raise it again).
     """
 
     def __init__(
@@ -139,8 +144,16 @@ class Store:
         create: bool = True,
         upgrade: bool = False,
     ):
-        self._url = make_url(url)
+        self._url = check_database_url(url)
         self.url_for_display = mask_url(self._url)
+        self._file = sqlite_file(self._url)
+        if self._file is not None and not create and not self._file.is_file():
+            raise StoreError(f"no tuner database at {self._file} (the file does not exist)")
+        #: (st_dev, st_ino) of the SQLite file when it was opened: the writer checks it is still there.
+        self._file_id: tuple[int, int] | None = None
+        #: Set for good once the database is lost; ``_fatal_told``: raised to a caller already.
+        self._fatal: str | None = None
+        self._fatal_told = False
         self._flush_interval = max(0.0, float(flush_interval_s))
         #: Seconds the writer thread has spent writing (a sweep's profile reports it).
         self.write_seconds = 0.0
@@ -152,13 +165,19 @@ class Store:
         self._grouping: list[tuple] | None = None  # ops collected by batch(), on its thread
         self._grouping_thread = 0
 
-        self._engine, memory = self._make_engine(self._url)
+        self._engine, memory = self._make_engine(self._url, create)
         # One sqlite in-memory database is one connection shared by all threads: serialize its use.
         self._db_lock: Any = threading.RLock() if memory else contextlib.nullcontext()
         self._dialect = self._engine.dialect.name
         self._build_statements()
         try:
             self._init_schema(create, upgrade)
+            if self._file is not None:
+                st = os.stat(self._file)
+                self._file_id = (st.st_dev, st.st_ino)
+        except sa.exc.DBAPIError as exc:
+            self._engine.dispose()
+            raise StoreError(self._describe(exc)) from None
         except BaseException:
             self._engine.dispose()
             raise
@@ -172,7 +191,7 @@ class Store:
     # ------------------------------------------------------------------------------- setting up
 
     @staticmethod
-    def _make_engine(url: sa.URL) -> tuple[Engine, bool]:
+    def _make_engine(url: sa.URL, create: bool) -> tuple[Engine, bool]:
         if url.get_backend_name() == "sqlite":
             db = url.database or ""
             memory = db in ("", ":memory:") or "mode=memory" in db
@@ -181,7 +200,7 @@ class Store:
             }
             if memory:
                 kwargs["poolclass"] = StaticPool
-            elif not db.startswith("file:"):
+            elif create and not db.startswith("file:"):
                 Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
             engine = sa.create_engine(url, **kwargs)
 
@@ -198,7 +217,17 @@ class Store:
                     cur.close()
 
             return engine, memory
-        return sa.create_engine(url, pool_pre_ping=True), False
+        return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args(url)), False
+
+    def _describe(self, exc: BaseException) -> str:
+        """One line for a database error: what could not be done, and the driver's first line."""
+        orig = getattr(exc, "orig", None) or exc
+        text = error_line(exc, self._url)
+        if self._file is not None and isinstance(orig, sqlite3.DatabaseError) and not isinstance(
+            orig, sqlite3.OperationalError
+        ):
+            return f"{self._file} is not a tuner database, or it is corrupt ({text})"
+        return f"cannot use the database {self.url_for_display}: {text}"
 
     def _build_statements(self) -> None:
         d = self._dialect
@@ -377,6 +406,10 @@ class Store:
                 self._queue.put((_GROUP, ops))
 
     def _put(self, op: tuple) -> None:
+        if self._fatal is not None:
+            if not self._fatal_told:
+                self._raise_fatal()
+            return  # the database is gone: there is nowhere to write it
         if self._grouping is not None and threading.get_ident() == self._grouping_thread:
             self._grouping.append(op)
         else:
@@ -388,10 +421,12 @@ class Store:
         Raises :class:`StoreError` (chaining the cause) if the writer failed on anything since the last
         flush, or if ``timeout`` seconds pass first.
         """
-        self._wait(timeout)
+        self._wait(timeout, read=False)
         self._raise_errors()
 
-    def _wait(self, timeout: float | None = None) -> None:
+    def _wait(self, timeout: float | None = None, *, read: bool = True) -> None:
+        """Wait for the writer to commit what is queued; a read then raises if the database is
+        lost (a flush, once: see :meth:`_raise_errors`)."""
         if self._closed:
             if self._thread.is_alive() and threading.current_thread() is not self._thread:
                 self._thread.join(timeout)
@@ -404,8 +439,20 @@ class Store:
             raise StoreError(
                 f"tuner store {self.url_for_display}: flush did not complete within {timeout}s"
             )
+        if read and self._fatal is not None:
+            self._raise_fatal()
+
+    def _raise_fatal(self) -> None:
+        self._fatal_told = True
+        raise StoreError(f"tuner store {self.url_for_display}: {self._fatal}")
 
     def _raise_errors(self) -> None:
+        if self._fatal is not None:  # what failed since is part of it; say it once
+            with self._errors_lock:
+                self._errors.clear()
+            if not self._fatal_told:
+                self._raise_fatal()
+            return
         if not self._errors:
             return
         with self._errors_lock:
@@ -491,6 +538,7 @@ class Store:
              checkpoint_path, time.time())
         )
 
+    @_answering
     def exploits(self, experiment_id: int) -> list[dict[str, Any]]:
         """Every recorded exploit of an experiment, oldest first (configs decoded)."""
         self._wait()
@@ -532,6 +580,7 @@ class Store:
             raise ValueError(f"save_trial_profile: row lacks {missing} (expected {list(_PROFILE_COLS)})")
         self._put((_PROFILE, experiment_id, trial_id, {c: float(row[c]) for c in _PROFILE_COLS}))
 
+    @_answering
     def trial_profiles(self, experiment_id: int) -> dict[str, dict[str, float]]:
         """Every stored trial profile of an experiment: trial_id -> {cpus, hold_s, start_s, ...}."""
         self._check_open()
@@ -544,6 +593,7 @@ class Store:
             for r in rows
         }
 
+    @_answering
     def checkpoints(self, experiment_id: int, trial_id: str | None = None) -> list[dict[str, Any]]:
         """Checkpoint records of an experiment (or one trial), oldest first (by ``timestamp``, when
         the checkpoint was registered): trial_id, path, iteration, timestamp, metrics (decoded),
@@ -563,6 +613,7 @@ class Store:
             out.append(item)
         return out
 
+    @_answering
     def delete_results(self, experiment_id: int, trial_id: str) -> int:
         """Delete every stored result of one trial now (a trial restarted from scratch); returns
         how many rows went. Everything queued before is committed first."""
@@ -590,6 +641,7 @@ class Store:
 
     # ----------------------------------------------------------------------- synchronous operations
 
+    @_answering
     def get_or_create_experiment(
         self,
         name: str,
@@ -637,6 +689,7 @@ class Store:
         d["spec"] = codec.decode(d["spec"])
         return d
 
+    @_answering
     def get_experiment(self, name: str) -> dict[str, Any] | None:
         """The experiment ``name`` (id, name, spec, metric, mode, status, created_at, updated_at)."""
         self._check_open()
@@ -645,6 +698,7 @@ class Store:
             row = conn.execute(sa.select(experiments).where(experiments.c.name == name)).first()
         return None if row is None else self._experiment_row(row)
 
+    @_answering
     def list_experiments(self) -> list[dict[str, Any]]:
         """All experiments, oldest first."""
         self._check_open()
@@ -655,6 +709,7 @@ class Store:
 
     # ------------------------------------------------------------------------------------- reads
 
+    @_answering
     def trials(self, experiment_id: int) -> list[dict[str, Any]]:
         """Trials of an experiment ordered by trial_index; config and last_result decoded,
         config_blob as raw bytes."""
@@ -678,6 +733,7 @@ class Store:
             d["config_blob"] = bytes(d["config_blob"])
         return d
 
+    @_answering
     def best_trial(
         self, experiment_id: int, metric: str, mode: str, *, filter_nan_and_inf: bool = True
     ) -> dict[str, Any] | None:
@@ -869,6 +925,7 @@ class Store:
                 out.append((trial_id, float(value) if ok else None))
         return out
 
+    @_answering
     def results(self, experiment_id: int, trial_id: str | None = None) -> list[dict[str, Any]]:
         """Stored result dicts of an experiment (or one trial), ordered by trial then iteration."""
         self._check_open()
@@ -894,6 +951,7 @@ class Store:
         decode = codec.decode
         return [decode(d) for d in data]
 
+    @_answering
     def load_state(self, experiment_id: int, key: str) -> bytes | None:
         """The last state blob saved under ``key``, or None."""
         self._check_open()
@@ -942,7 +1000,9 @@ class Store:
             ops = [x for x in batch if type(x) is tuple]
             began = time.perf_counter()
             try:
-                if ops:
+                if self._file_id is not None and self._fatal is None:
+                    self._check_file(conn_box)
+                if ops and self._fatal is None:
                     self._write(ops, conn_box)
             except BaseException as e:  # never let the writer die
                 self._record(e)
@@ -957,6 +1017,24 @@ class Store:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
+
+    def _check_file(self, box: list[Connection | None]) -> None:
+        """Is the SQLite file still the one opened? A connection writes on into a removed file
+        without a word (its inode lives on until closed), and a new one would make an empty
+        database: either way nothing would be stored. So the store fails for good, at once."""
+        assert self._file is not None and self._file_id is not None
+        try:
+            st = os.stat(self._file)
+        except FileNotFoundError:
+            what = "was removed"
+        else:
+            if (st.st_dev, st.st_ino) == self._file_id:
+                return
+            what = "was replaced by another file"
+        self._fatal = f"the database file {self._file} {what} while in use; nothing since could be stored"
+        logger.debug("tuner store %s: %s", self.url_for_display, self._fatal)
+        self._drop_conn(box)
+        self._engine.dispose()
 
     def _record(self, e: BaseException) -> None:
         logger.error("tuner store %s: background write failed: %s", self.url_for_display, e)
