@@ -343,6 +343,8 @@ def test_postgresql_store(tmp_path, postgres_url):
         ({"config": [1, 2]}, "config must be a dict"),
         ({"verbose": 7}, "verbose must be one of"),
         ({"scheduler": "asha"}, "scheduler must be a TrialScheduler"),
+        ({"stop": lambda result: result["score"] > 5}, r"stop: .* stop\(trial_id, result\) -> bool, but .* takes \(result\)"),
+        ({"stop": lambda: True}, r"stop: .* stop\(trial_id, result\) -> bool, but .* takes \(\)"),
     ],
 )
 def test_bad_arguments_name_themselves_and_write_nothing(tmp_path, kwargs, match):
