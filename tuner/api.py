@@ -32,7 +32,7 @@ from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
 from tuner.trainable.function_trainable import FunctionTrainable, wrap_function
 from tuner.trainable.trainable import Trainable
-from tuner.tune_config import CheckpointConfig, check_fail_fast, checkpoint_settings
+from tuner.tune_config import SWEEP_NAME_RULE, CheckpointConfig, check_fail_fast, checkpoint_settings, is_sweep_name
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
 
@@ -110,8 +110,8 @@ def _validate_arguments(
         )
     if not isinstance(checkpoint_at_end, bool):
         raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
-    if name is not None and (not isinstance(name, str) or not name or os.sep in name):
-        raise ValueError(f"name must be a non-empty string without {os.sep!r}, got {name!r}")
+    if name is not None and not is_sweep_name(name):
+        raise ValueError(f"name must be {SWEEP_NAME_RULE}, got {name!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"seed must be an int or None, got {seed!r}")
     if not isinstance(tensorboard, bool):

@@ -369,6 +369,14 @@ def test_bad_domains_name_their_argument(make, match):
         make()
 
 
+@pytest.mark.parametrize("name", ["..", ".", "../escaped", "a/b", ".hidden", "with space", "new\nline"])
+def test_a_name_that_is_not_a_plain_directory_name_is_refused_and_nothing_is_written(tmp_path, name):
+    storage = tmp_path / "storage"
+    with pytest.raises(ValueError, match=r"^name must be letters, digits, '_', '-' or '\.', starting with"):
+        tune.run(train_linear, config={"x": 1, "y": 1}, storage_path=str(storage), name=name, verbose=0)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_non_callable_trainable(tmp_path):
     with pytest.raises(ValueError, match="run_or_experiment"):
         tune.run(42, storage_path=str(tmp_path), verbose=0)
