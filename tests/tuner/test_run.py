@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import ray
@@ -374,6 +376,49 @@ def test_a_name_that_is_not_a_plain_directory_name_is_refused_and_nothing_is_wri
     storage = tmp_path / "storage"
     with pytest.raises(ValueError, match=r"^name must be letters, digits, '_', '-' or '\.', starting with"):
         tune.run(train_linear, config={"x": 1, "y": 1}, storage_path=str(storage), name=name, verbose=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["file", "inside-a-file", "unwritable", "run-dir-is-a-file", "tensorboard-dir-is-a-file"])
+def test_a_storage_path_or_tensorboard_dir_that_cannot_be_written_is_refused_first(tmp_path, case):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    storage, kwargs, match = tmp_path / "storage", {}, "^storage_path: "
+    if case == "file":
+        storage, match = a_file, f"^storage_path: {a_file} is a file"
+    elif case == "inside-a-file":
+        storage, match = a_file / "storage", f"^storage_path: {a_file / 'storage'} is inside {a_file}, which is a file"
+    elif case == "unwritable":
+        # Tests run as root, whom permission bits do not stop; /proc takes no new directory from anyone.
+        storage, match = Path("/proc") / f"tuner_results_{os.getpid()}", "^storage_path: cannot write into /proc"
+    elif case == "run-dir-is-a-file":
+        storage.mkdir()
+        (storage / "paths").write_text("in the way")
+        match = "^name: .* is a file; pick another name"
+    else:
+        kwargs, match = {"tensorboard_dir": str(a_file)}, f"^tensorboard_dir: {a_file} is a file"
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(ValueError, match=match):
+        tune.run(train_linear, config={"x": 1, "y": 1}, storage_path=str(storage), name="paths", verbose=0, **kwargs)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_an_unreachable_ray_address_fails_at_once_and_writes_nothing(tmp_path):
+    code = (
+        "from tuner import tune\n"
+        "def train(config):\n"
+        "    tune.report({'score': 1})\n"
+        f"tune.run(train, storage_path={str(tmp_path)!r}, name='unreachable', verbose=0)\n"
+    )
+    with socket.socket() as held:  # bound and never listening: a connection to it is refused
+        held.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{held.getsockname()[1]}"
+        env = {**os.environ, "RAY_ADDRESS": address}
+        # ray.init alone retries such an address for minutes; the interpreter and imports take seconds
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=90)
+    assert proc.returncode == 1
+    assert f"RayUnreachableError: cannot reach Ray at '{address}' (connection refused)" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -84,6 +84,7 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from tuner.errors import TuneError
+    from tuner.ray_session import RayUnreachableError
     from tuner.store import StoreError
 
     exc = sys.exc_info()[1]
@@ -96,6 +97,8 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     if isinstance(exc, ValueError):  # tune.run's own argument checks (e.g. resources that never fit)
         raise CLIError(first_line(exc, ref.url)) from None
+    if isinstance(exc, RayUnreachableError):  # its message names the address already
+        raise CLIError(first_line(exc), EXIT_FAILED) from None
     if isinstance(exc, (TuneError, StoreError)):
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
     if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used
