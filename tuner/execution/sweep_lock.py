@@ -10,13 +10,13 @@ import fcntl
 import os
 from pathlib import Path
 
-from tuner.errors import TuneError
+from tuner.errors import SweepBusyError
 
 LOCK_FILE = ".driver.lock"
 
 
 class SweepLock:
-    """Held by the driver running a sweep; a second driver on the same sweep gets a TuneError."""
+    """Held by the driver running a sweep; a second driver on the same sweep gets a SweepBusyError."""
 
     def __init__(self, run_dir: str | os.PathLike[str], name: str) -> None:
         self._path = Path(run_dir) / LOCK_FILE
@@ -31,7 +31,7 @@ class SweepLock:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise TuneError(
+            raise SweepBusyError(
                 f"sweep {self._name!r} is already being run by another driver (pid {holder}); "
                 f"wait for it to end, or stop it first"
             ) from None
