@@ -422,6 +422,13 @@ def test_an_unreachable_ray_address_fails_at_once_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_plain_dict_in_a_python_config_is_left_alone(tmp_path):
+    """Only a spec's YAML needs telling a distribution from a nested config; in Python a dict is a dict."""
+    analysis = tune.run(train_linear, config={"x": 1, "y": {"gaussian": [0, 1]}}, storage_path=str(tmp_path),
+                        name="plain", verbose=0)
+    assert analysis.trials[0].config == {"x": 1, "y": {"gaussian": [0, 1]}}
+
+
 def test_non_callable_trainable(tmp_path):
     with pytest.raises(ValueError, match="run_or_experiment"):
         tune.run(42, storage_path=str(tmp_path), verbose=0)
