@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -24,7 +26,7 @@ from tuner.execution.resources import PlacementGroupFactory, to_placement_group_
 from tuner.execution.resume import load_sweep, validate_resume
 from tuner.execution.sweep_lock import SweepLock
 from tuner.execution.trial_naming import TrialNamer
-from tuner.ray_session import ensure_ray
+from tuner.ray_session import check_ray_address, ensure_ray
 from tuner.registry import get_trainable
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
@@ -33,7 +35,14 @@ from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
 from tuner.trainable.function_trainable import FunctionTrainable, wrap_function
 from tuner.trainable.trainable import Trainable
-from tuner.tune_config import CheckpointConfig, check_fail_fast, checkpoint_settings
+from tuner.tune_config import (
+    SWEEP_NAME_RULE,
+    CheckpointConfig,
+    check_fail_fast,
+    checkpoint_settings,
+    default_sweep_name,
+    is_sweep_name,
+)
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
 
@@ -111,8 +120,8 @@ def _validate_arguments(
         )
     if not isinstance(checkpoint_at_end, bool):
         raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
-    if name is not None and (not isinstance(name, str) or not name or os.sep in name):
-        raise ValueError(f"name must be a non-empty string without {os.sep!r}, got {name!r}")
+    if name is not None and not is_sweep_name(name):
+        raise ValueError(f"name must be {SWEEP_NAME_RULE}, got {name!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"seed must be an int or None, got {seed!r}")
     if not isinstance(tensorboard, bool):
@@ -121,6 +130,48 @@ def _validate_arguments(
         not isinstance(tensorboard_dir, (str, os.PathLike)) or not os.fspath(tensorboard_dir)
     ):
         raise ValueError(f"tensorboard_dir must be a path (str or os.PathLike) or None, got {tensorboard_dir!r}")
+
+
+def _check_writable_dir(path: Path, field: str) -> None:
+    """Raise one ValueError naming ``field`` unless ``path`` is a directory this process can write
+    into, or one it can create. Permission bits say nothing when running as root, so the test is
+    a real one: an empty directory made and removed in the nearest existing ancestor."""
+    existing = path
+    try:
+        while not existing.exists():
+            existing = existing.parent
+    except OSError as exc:  # an ancestor this user may not look into
+        raise ValueError(f"{field}: cannot use {path} ({exc.strerror or exc})") from None
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"is inside {existing}, which is a file"
+        raise ValueError(f"{field}: {path} {where}; expected a directory (created if missing)")
+    try:
+        probe = tempfile.mkdtemp(prefix=".tuner-write-check-", dir=existing)
+    except OSError as exc:
+        raise ValueError(
+            f"{field}: cannot write into {existing} ({(exc.strerror or str(exc)).lower()}); "
+            f"expected a directory this user can write (created if missing)"
+        ) from None
+    with contextlib.suppress(OSError):  # the directory could be made: that was the question
+        os.rmdir(probe)
+
+
+def _check_can_run(storage_path: Any, name: Any, tensorboard: Any, tensorboard_dir: Any) -> None:
+    """Raise one clear error, before anything is written, when the sweep could not be stored where
+    it is asked to (``storage_path``, ``tensorboard_dir``) or the Ray it is to join does not answer."""
+    if storage_path is not None and (not isinstance(storage_path, (str, os.PathLike)) or not os.fspath(storage_path)):
+        raise ValueError(f"storage_path must be a path (str or os.PathLike) or None, got {storage_path!r}")
+    root = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute()
+    _check_writable_dir(root, "storage_path")
+    if isinstance(name, str):
+        run_dir = root / name
+        if run_dir.exists() and not run_dir.is_dir():
+            raise ValueError(f"name: {run_dir} (the sweep's run directory) is a file; pick another name")
+        if run_dir.is_dir():  # a resumed sweep writes into its own directory
+            _check_writable_dir(run_dir, "storage_path")
+    if tensorboard and tensorboard_dir is not None:
+        _check_writable_dir(Path(tensorboard_dir).expanduser().absolute(), "tensorboard_dir")
+    check_ray_address()
 
 
 def _hparam_domains(config: Mapping[str, Any], searcher: Searcher) -> list[dict[str, Any]]:
@@ -252,6 +303,7 @@ def run(
         checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
         tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
     )
+    _check_can_run(storage_path, name, tensorboard, tensorboard_dir)
     check_fail_fast(fail_fast, max_failures)
     if reuse_actors is not None and not isinstance(reuse_actors, bool):
         raise ValueError(f"reuse_actors must be True, False or None, got {reuse_actors!r}")
@@ -265,7 +317,7 @@ def run(
     scheduler, searcher, innermost, max_trials = _prepare_search(
         scheduler, search_alg, metric=metric, mode=mode, config=config, num_samples=num_samples, seed=seed)
 
-    name = name or f"{trainable_cls.__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+    name = name or default_sweep_name(trainable_cls.__name__)
     run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
     tb_dir = Path(tensorboard_dir).expanduser().absolute() if tensorboard_dir is not None else run_dir / "tensorboard"
     hparam_domains = _hparam_domains(config, innermost)

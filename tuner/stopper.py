@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any, Callable, Mapping
 
@@ -23,13 +24,34 @@ class NoopStopper(Stopper):
 
 
 class FunctionStopper(Stopper):
-    """Wraps ``fn(trial_id, result) -> bool``."""
+    """Wraps ``fn(trial_id, result) -> bool``; a function that cannot be called so is a ValueError
+    naming ``stop``, raised here, before any trial runs."""
 
     def __init__(self, function: Callable[[str, Mapping[str, Any]], bool]) -> None:
+        _check_signature(function)
         self._fn = function
 
     def __call__(self, trial_id: str, result: Mapping[str, Any]) -> bool:
         return bool(self._fn(trial_id, result))
+
+
+def _check_signature(function: Callable[..., Any]) -> None:
+    name = getattr(function, "__qualname__", None) or type(function).__name__
+    if inspect.isclass(function) and issubclass(function, Stopper):
+        raise ValueError(f"stop: {name} is a Stopper class; pass an instance of it, {name}(...)")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or extension whose signature cannot be read: trust it
+        return
+    try:
+        signature.bind("trial_id", {})
+    except TypeError:
+        params = [p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()]
+        takes = signature.replace(parameters=params, return_annotation=inspect.Signature.empty)
+        raise ValueError(
+            f"stop: a function stop condition is called as stop(trial_id, result) -> bool, "
+            f"but {name} takes {takes}; or pass a dict of thresholds or a tune.Stopper"
+        ) from None
 
 
 class DictStopper(Stopper):

@@ -13,6 +13,8 @@ import dataclasses
 import datetime
 import functools
 import os
+import re
+import time
 from typing import Any, Callable, Sequence
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
@@ -43,6 +45,23 @@ def _strict(cls: type) -> type:
 
     cls.__init__ = __init__  # type: ignore[method-assign]
     return cls
+
+
+#: A sweep's name is the name of its run directory inside the storage path: one plain directory
+#: name, so that nothing of the sweep lands outside ``<storage_path>/<name>`` ("..", ".", "a/b").
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+SWEEP_NAME_RULE = "letters, digits, '_', '-' or '.', starting with a letter or digit (a directory name)"
+
+
+def is_sweep_name(name: Any) -> bool:
+    """Whether ``name`` can name a sweep (``tune.run(name=...)``, ``RunConfig.name``, a spec's ``name``)."""
+    return isinstance(name, str) and SWEEP_NAME.fullmatch(name) is not None
+
+
+def default_sweep_name(trainable_name: str) -> str:
+    """``<trainable>_<date>_<time>``, with what a sweep name cannot hold replaced (``<lambda>``)."""
+    stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", trainable_name).lstrip("._-") or "sweep"
+    return f"{stem}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
 
 
 def _check_int(owner: str, field: str, value: Any, minimum: int, *, allow_none: bool = False) -> None:
@@ -205,8 +224,8 @@ class RunConfig:
             raise ConfigError(
                 f"{owner}.checkpoint_config must be a tune.CheckpointConfig, got {type(self.checkpoint_config).__name__}"
             )
-        if self.name is not None and (not isinstance(self.name, str) or not self.name or os.sep in self.name):
-            raise ConfigError(f"{owner}.name must be a non-empty string without {os.sep!r}, got {self.name!r}")
+        if self.name is not None and not is_sweep_name(self.name):
+            raise ConfigError(f"{owner}.name must be {SWEEP_NAME_RULE}, got {self.name!r}")
         if self.storage_path is not None and not isinstance(self.storage_path, (str, os.PathLike)):
             raise ConfigError(f"{owner}.storage_path must be a path or None, got {self.storage_path!r}")
         if self.verbose is not None and (isinstance(self.verbose, bool) or self.verbose not in (0, 1, 2, 3)):
@@ -270,6 +289,9 @@ __all__ = [
     "FailureConfig",
     "RunConfig",
     "TuneConfig",
+    "SWEEP_NAME_RULE",
     "check_fail_fast",
     "checkpoint_settings",
+    "default_sweep_name",
+    "is_sweep_name",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -19,7 +18,7 @@ import ray
 
 from tuner.result_grid import ResultGrid
 from tuner.store import Store, default_database_url
-from tuner.tune_config import ConfigError, RunConfig, TuneConfig
+from tuner.tune_config import ConfigError, RunConfig, TuneConfig, default_sweep_name
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ class Tuner:
         from tuner.api import DEFAULT_STORAGE_PATH, resolve_trainable, run
 
         rc = self._run_config
-        name = rc.name or f"{resolve_trainable(self._trainable).__name__}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+        name = rc.name or default_sweep_name(resolve_trainable(self._trainable).__name__)
         path = str(Path(rc.storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name)
         try:
             analysis = self._run(run, name)

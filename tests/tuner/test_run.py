@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import ray
@@ -343,6 +345,8 @@ def test_postgresql_store(tmp_path, postgres_url):
         ({"config": [1, 2]}, "config must be a dict"),
         ({"verbose": 7}, "verbose must be one of"),
         ({"scheduler": "asha"}, "scheduler must be a TrialScheduler"),
+        ({"stop": lambda result: result["score"] > 5}, r"stop: .* stop\(trial_id, result\) -> bool, but .* takes \(result\)"),
+        ({"stop": lambda: True}, r"stop: .* stop\(trial_id, result\) -> bool, but .* takes \(\)"),
     ],
 )
 def test_bad_arguments_name_themselves_and_write_nothing(tmp_path, kwargs, match):
@@ -365,6 +369,64 @@ def test_bad_arguments_name_themselves_and_write_nothing(tmp_path, kwargs, match
 def test_bad_domains_name_their_argument(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../escaped", "a/b", ".hidden", "with space", "new\nline"])
+def test_a_name_that_is_not_a_plain_directory_name_is_refused_and_nothing_is_written(tmp_path, name):
+    storage = tmp_path / "storage"
+    with pytest.raises(ValueError, match=r"^name must be letters, digits, '_', '-' or '\.', starting with"):
+        tune.run(train_linear, config={"x": 1, "y": 1}, storage_path=str(storage), name=name, verbose=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["file", "inside-a-file", "unwritable", "run-dir-is-a-file", "tensorboard-dir-is-a-file"])
+def test_a_storage_path_or_tensorboard_dir_that_cannot_be_written_is_refused_first(tmp_path, case):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    storage, kwargs, match = tmp_path / "storage", {}, "^storage_path: "
+    if case == "file":
+        storage, match = a_file, f"^storage_path: {a_file} is a file"
+    elif case == "inside-a-file":
+        storage, match = a_file / "storage", f"^storage_path: {a_file / 'storage'} is inside {a_file}, which is a file"
+    elif case == "unwritable":
+        # Tests run as root, whom permission bits do not stop; /proc takes no new directory from anyone.
+        storage, match = Path("/proc") / f"tuner_results_{os.getpid()}", "^storage_path: cannot write into /proc"
+    elif case == "run-dir-is-a-file":
+        storage.mkdir()
+        (storage / "paths").write_text("in the way")
+        match = "^name: .* is a file; pick another name"
+    else:
+        kwargs, match = {"tensorboard_dir": str(a_file)}, f"^tensorboard_dir: {a_file} is a file"
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    with pytest.raises(ValueError, match=match):
+        tune.run(train_linear, config={"x": 1, "y": 1}, storage_path=str(storage), name="paths", verbose=0, **kwargs)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_an_unreachable_ray_address_fails_at_once_and_writes_nothing(tmp_path):
+    code = (
+        "from tuner import tune\n"
+        "def train(config):\n"
+        "    tune.report({'score': 1})\n"
+        f"tune.run(train, storage_path={str(tmp_path)!r}, name='unreachable', verbose=0)\n"
+    )
+    with socket.socket() as held:  # bound and never listening: a connection to it is refused
+        held.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{held.getsockname()[1]}"
+        env = {**os.environ, "RAY_ADDRESS": address}
+        # ray.init alone retries such an address for minutes; the interpreter and imports take seconds
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=90)
+    assert proc.returncode == 1
+    assert f"RayUnreachableError: cannot reach Ray at '{address}' (connection refused)" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plain_dict_in_a_python_config_is_left_alone(tmp_path):
+    """Only a spec's YAML needs telling a distribution from a nested config; in Python a dict is a dict."""
+    analysis = tune.run(train_linear, config={"x": 1, "y": {"gaussian": [0, 1]}}, storage_path=str(tmp_path),
+                        name="plain", verbose=0)
+    assert analysis.trials[0].config == {"x": 1, "y": {"gaussian": [0, 1]}}
 
 
 def test_non_callable_trainable(tmp_path):

@@ -3,11 +3,13 @@ field is one clear error naming it, raised before anything is written."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from schedulers import ASHAScheduler
 from tuner import tune
-from tuner.tune_config import ConfigError, checkpoint_settings
+from tuner.tune_config import ConfigError, checkpoint_settings, default_sweep_name, is_sweep_name
 
 
 def train(config):
@@ -59,6 +61,8 @@ def test_defaults_are_ray_tunes():
         (lambda: tune.RunConfig(callbacks=[print]), "callbacks"),
         (lambda: tune.RunConfig(checkpoint_config={"num_to_keep": 2}), "checkpoint_config"),
         (lambda: tune.RunConfig(name="a/b"), "name"),
+        (lambda: tune.RunConfig(name=".."), "RunConfig.name must be letters, digits"),
+        (lambda: tune.RunConfig(name="."), "RunConfig.name must be letters, digits"),
         (lambda: tune.Tuner(train, tune_config=tune.RunConfig()), "tune_config"),
         (lambda: tune.Tuner(train, param_space=[1, 2]), "param_space"),
         (lambda: checkpoint_settings(None, keep_checkpoints_num=0), "keep_checkpoints_num"),
@@ -109,3 +113,11 @@ def test_fit_checks_the_rest_before_writing_anything(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
         tune.Tuner(train, run_config=run_config, **kwargs).fit()
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("trainable_name", ["train", "<lambda>", "__call__", "naïve", ""])
+def test_a_default_sweep_name_is_a_valid_one(trainable_name):
+    """Tuner.fit names a sweep after its trainable (a lambda too) with a name tune.run accepts."""
+    name = default_sweep_name(trainable_name)
+    assert is_sweep_name(name), name
+    assert re.fullmatch(r"\w[\w.-]*_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", name), name

@@ -195,3 +195,12 @@ def test_restore_needs_a_tuner_sweep(tmp_path):
     assert not tune.Tuner.can_restore(tmp_path / "plain")
     with pytest.raises(ValueError, match=r"no sweep run by Tuner.fit .* resume=True"):
         tune.Tuner.restore(str(tmp_path / "plain"), trainable=steps_with_checkpoints)
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../escaped"])
+def test_a_name_outside_the_storage_path_is_refused_by_fit_and_nothing_is_written(tmp_path, name):
+    run_config = tune.RunConfig(storage_path=str(tmp_path / "storage"))
+    run_config.name = name  # past RunConfig's own check, which fit makes again
+    with pytest.raises(ValueError, match=r"^(RunConfig\.)?name must be letters, digits"):
+        tune.Tuner(steps_with_checkpoints, param_space={"x": 1}, run_config=run_config).fit()
+    assert list(tmp_path.iterdir()) == []

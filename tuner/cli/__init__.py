@@ -8,8 +8,16 @@
     tuner export NAME --format csv|json
     tuner tensorboard NAME
 
-Exit codes: 0 success, 1 trials failed (or a runtime error), 2 a bad spec or flag (one line on
-stderr, nothing run or written), 130 interrupted by Ctrl-C (the sweep is left resumable).
+Exit codes (every error is one line on stderr, ``tuner: error: ...``, never a traceback):
+
+    0    success
+    1    trials failed, or a runtime error: Ray cannot be reached at --address (checked before
+         anything is written, in seconds), a database that cannot be used, ...
+    2    a bad spec, flag or name (nothing run or written); ``tuner`` without a verb; the port of
+         ``tuner tensorboard`` is in use
+    3    another driver is running this sweep (nothing run or written): wait for it, or stop it
+    130  interrupted by Ctrl-C (SIGINT): the sweep is left resumable (``tuner resume NAME``)
+    143  terminated by SIGTERM (kill, docker stop, Slurm preemption): the sweep is left resumable
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ from typing import Any, Callable, Sequence
 
 from tuner.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, CLIError
 
-EPILOG = ("exit codes: 0 success, 1 trials failed, 2 bad spec or flag, 130 interrupted (resumable). "
+EPILOG = ("exit codes: 0 success, 1 trials failed or a runtime error (e.g. Ray unreachable at --address), "
+          "2 bad spec, flag or name (nothing written), 3 another driver is running this sweep, "
+          "130 interrupted by SIGINT (resumable), 143 terminated by SIGTERM (resumable). "
           "Sweeps live in --storage-path (default $TUNER_STORAGE_PATH or ~/tuner_results).")
 
 
@@ -118,6 +128,12 @@ def _handler(path: str) -> Callable[[argparse.Namespace], int]:
     return getattr(importlib.import_module(module), name)
 
 
+def _verbs(parser: argparse.ArgumentParser) -> list[str]:
+    """The verbs' names, in the order --help lists them."""
+    return [name for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tuner`` console script; returns the exit code."""
     parser = build_parser()
@@ -125,9 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)  # a bad flag: argparse prints usage and one line
     except SystemExit as exc:  # --help, --version (0) or a bad flag (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    if args.verb is None:
-        parser.print_help()
-        return 0
+    if args.verb is None:  # usage, as for any other missing argument
+        parser.print_usage(sys.stderr)
+        print(f"tuner: error: a verb is required, one of: {', '.join(_verbs(parser))} "
+              f"(`tuner --help` describes them)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return _handler(args.handler)(args)
     except CLIError as exc:

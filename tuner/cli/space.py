@@ -8,10 +8,15 @@ A constant is itself; a mapping with one distribution key is a domain::
     width: {qrandint: {lower: 32, upper: 256, q: 32}}   # or keyword arguments
     env_config: {size: 8}                      # any other mapping is a nested config
     weird: {const: {choice: 1}}                # a literal that looks like a distribution
+
+A one-key mapping named like another library's distribution (``{gaussian: [0, 1]}``,
+``{suggest_float: ...}``) or a misspelling of ours (``{unifrom: ...}``) is an error, not a nested
+config: ``{const: {gaussian: [0, 1]}}`` is that literal mapping.
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from typing import Any, Callable, Mapping
 
@@ -38,6 +43,25 @@ DISTRIBUTIONS: dict[str, Callable[..., Any]] = {
 }
 LIST_DISTRIBUTIONS = ("choice", "grid", "grid_search")  # their argument is the list of values
 CONST = "const"
+#: Distribution names of other libraries (Optuna, Hyperopt, W&B sweeps, numpy/scipy) -> ours, or None.
+#: A one-key mapping under one of these names is a distribution written for another tool, not a
+#: nested config. Names that are also common hyperparameters (gamma, beta) are left out on purpose.
+FOREIGN_DISTRIBUTIONS: dict[str, str | None] = {
+    "normal": "randn", "gaussian": "randn", "norm": "randn", "qnormal": "qrandn", "q_normal": "qrandn",
+    "lognormal": None, "log_normal": None, "qlognormal": None, "q_log_normal": None,
+    "categorical": "choice", "pchoice": "choice", "one_of": "choice",
+    "int": "randint", "integer": "randint", "uniformint": "randint", "int_uniform": "randint",
+    "randrange": "randint", "qint_uniform": "qrandint", "q_int_uniform": "qrandint",
+    "float": "uniform", "real": "uniform", "q_uniform": "quniform", "discrete_uniform": "quniform",
+    "log_uniform": "loguniform", "log_uniform_values": "loguniform", "reciprocal": "loguniform",
+    "q_log_uniform": "qloguniform", "q_log_uniform_values": "qloguniform",
+    "int_log_uniform": "lograndint", "log_uniform_int": "lograndint",
+    "constant": CONST, "sample_from": None,
+    "exponential": None, "poisson": None, "binomial": None, "bernoulli": None, "triangular": None,
+}
+#: Optuna's trial.suggest_* names -> ours (any other suggest_* is refused too).
+OPTUNA_SUGGEST = {"float": "uniform", "uniform": "uniform", "loguniform": "loguniform", "int": "randint",
+                  "categorical": "choice", "discrete_uniform": "quniform"}
 
 
 def _signature(name: str) -> tuple[list[str], int]:
@@ -86,6 +110,37 @@ def _distribution(name: str, args: Any, path: str) -> Any:
         raise SpecError(path, f"{name}: {exc}") from None
 
 
+def _foreign(key: str) -> tuple[bool, str | None]:
+    """(whether ``key`` names a distribution we do not have, the one of ours it likely meant)."""
+    name = key.lower().rsplit(".", 1)[-1]  # tune.uniform, hp.normal, trial.suggest_float
+    ours = [*DISTRIBUTIONS, CONST]
+    if name in ours:  # a different case or a module prefix: Uniform, tune.uniform
+        return key != name, name
+    if name in FOREIGN_DISTRIBUTIONS:
+        return True, FOREIGN_DISTRIBUTIONS[name]
+    if name.startswith("suggest_"):
+        return True, OPTUNA_SUGGEST.get(name.removeprefix("suggest_"))
+    close = difflib.get_close_matches(name, ours, n=1, cutoff=0.8)
+    return (True, close[0]) if close else (False, None)
+
+
+def _refuse_foreign(key: str, path: str) -> None:
+    """A one-key mapping named like a distribution we do not have is an error, not a nested config."""
+    foreign, ours = _foreign(key)
+    if not foreign:
+        return
+    if ours == CONST:
+        hint = f" (did you mean {{{CONST}: ...}}, a literal value?)"
+    elif ours in LIST_DISTRIBUTIONS:
+        hint = f" (did you mean {{{ours}: [value, ...]}}?)"
+    elif ours is not None:
+        hint = f" (did you mean {_usage(ours)}?)"
+    else:
+        hint = ""
+    raise SpecError(path, f"unknown distribution {key!r}{hint}; the distributions are: {', '.join(DISTRIBUTIONS)}; "
+                          f"a nested config with this one key is written {{{CONST}: {{{key}: ...}}}}")
+
+
 def parse_value(node: Any, path: str) -> Any:
     """One value of the search space: a constant, a distribution, or a nested mapping."""
     if isinstance(node, Mapping):
@@ -99,6 +154,8 @@ def parse_value(node: Any, path: str) -> Any:
                 )
             key = dist_keys[0]
             return node[key] if key == CONST else _distribution(key, node[key], path)
+        if len(node) == 1 and isinstance(next(iter(node)), str):
+            _refuse_foreign(next(iter(node)), path)
         out = {}
         for key, value in node.items():
             if not isinstance(key, str):

@@ -31,8 +31,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-import re
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -53,6 +51,7 @@ from tuner.cli.overrides import apply_overrides
 from tuner.cli.paths import default_storage_path
 from tuner.cli.space import parse_space, searched_keys
 from tuner.cli.yaml_io import load_spec_file
+from tuner.tune_config import SWEEP_NAME_RULE, default_sweep_name, is_sweep_name
 
 KEYS = (
     "name", "description", "trainable", "metric", "mode", "num_samples", "seed", "search", "scheduler",
@@ -60,7 +59,6 @@ KEYS = (
     "checkpoint_at_end", "storage_path", "database_url", "tensorboard", "tensorboard_dir", "config",
 )
 REQUIRED = ("trainable", "config")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
 @dataclasses.dataclass
@@ -115,8 +113,8 @@ class SweepSpec:
 
 def _check_name(value: Any) -> str:
     name = expect_str(value, "name")
-    if not NAME.match(name):
-        raise SpecError("name", f"expected letters, digits, '_', '-' or '.' (a directory name), got {name!r}")
+    if not is_sweep_name(name):  # tune.run's own rule: the run directory stays inside storage_path
+        raise SpecError("name", f"expected {SWEEP_NAME_RULE}, got {name!r}")
     return name
 
 
@@ -288,9 +286,7 @@ def load(path: str | os.PathLike[str], overrides: Sequence[str] = (), name: str 
             document["name"] = name
         if database_url is not None:
             document["database_url"] = database_url
-    stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", Path(path).stem).lstrip("._-") or "sweep"
-    default_name = f"{stem}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
-    return validate(document, default_name=default_name)
+    return validate(document, default_name=default_sweep_name(Path(path).stem))
 
 
 __all__ = ["KEYS", "SweepSpec", "load", "validate"]

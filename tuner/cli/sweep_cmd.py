@@ -10,7 +10,7 @@ from typing import Any
 
 from tuner.callback import Callback
 from tuner.cli import spec as spec_mod
-from tuner.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, CLIError
+from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, CLIError
 from tuner.cli.interrupt import discard_unstarted, mark_interrupted
 from tuner.cli.live import fmt, make_progress
 from tuner.cli.paths import (
@@ -84,7 +84,8 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     """The exit code (or CLIError) for the exception ``tune.run`` raised, being handled now."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from tuner.errors import TuneError
+    from tuner.errors import SweepBusyError, TuneError
+    from tuner.ray_session import RayUnreachableError
     from tuner.store import StoreError
 
     exc = sys.exc_info()[1]
@@ -98,6 +99,10 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
         return EXIT_TERMINATED if isinstance(exc, SweepTerminated) else EXIT_INTERRUPTED
     if isinstance(exc, ValueError):  # tune.run's own argument checks (e.g. resources that never fit)
         raise CLIError(first_line(exc, ref.url)) from None
+    if isinstance(exc, SweepBusyError):
+        raise CLIError(first_line(exc, ref.url), EXIT_BUSY) from None
+    if isinstance(exc, RayUnreachableError):  # its message names the address already
+        raise CLIError(first_line(exc), EXIT_FAILED) from None
     if isinstance(exc, (TuneError, StoreError)):
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
     if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used

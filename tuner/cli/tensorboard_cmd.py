@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -43,9 +45,32 @@ def ensure_logdir(ref: SweepRef, rebuild: bool = False) -> Path:
     return logdir
 
 
+def check_port(host: str, port: int) -> None:
+    """A CLIError (exit 2) unless ``port`` can be bound on ``host`` now, as TensorBoard will bind it
+    (with SO_REUSEADDR, so a port only lingering in TIME_WAIT is not refused)."""
+    if not 0 <= port <= 65535:
+        raise CLIError(f"--port must be between 0 and 65535, got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise CLIError(f"--host {host!r} is not an address of this machine ({exc.strerror})") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CLIError(f"port {port} on {host} is in use; pick another with --port") from None
+            raise CLIError(f"cannot listen on {host} port {port} ({exc.strerror}); pick another --host "
+                           f"or --port") from None
+
+
 def cmd_tensorboard(args: argparse.Namespace) -> int:
-    """Replace this process with ``tensorboard --logdir <logdir> --host <host> --port <port>``."""
+    """Replace this process with ``tensorboard --logdir <logdir> --host <host> --port <port>``,
+    once the port is known to be free (TensorBoard itself would print its URL, then fail)."""
     ref = locate(args.name, args.storage_path, args.database_url)
+    check_port(args.host, args.port)
     logdir = ensure_logdir(ref, rebuild=args.rebuild)
     command = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", args.host,
                "--port", str(args.port)]

@@ -81,6 +81,15 @@ CASES = [
      "spec key 'config.x': choice expects a non-empty list of values"),
     ("nested-distribution", BASE.replace("x: {uniform: [0, 1]}", "model: {width: {randint: [8]}}"), [],
      "spec key 'config.model.width': randint expects"),
+    ("foreign-distribution", BASE.replace("{uniform: [0, 1]}", "{gaussian: [0, 1]}"), [],
+     "spec key 'config.x': unknown distribution 'gaussian' (did you mean {randn: [mean?, sd?]}?); "
+     "the distributions are: uniform, quniform, loguniform"),
+    ("optuna-distribution", BASE.replace("x: {uniform: [0, 1]}", "model: {lr: {suggest_float: [0, 1]}}"), [],
+     "spec key 'config.model.lr': unknown distribution 'suggest_float' (did you mean {uniform: [lower, upper]}?)"),
+    ("misspelt-distribution", BASE.replace("{uniform: [0, 1]}", "{unifrom: [0, 1]}"), [],
+     "unknown distribution 'unifrom' (did you mean {uniform: [lower, upper]}?)"),
+    ("foreign-distribution-literal-hint", BASE.replace("{uniform: [0, 1]}", "{categorical: [a, b]}"), [],
+     "a nested config with this one key is written {const: {categorical: ...}}"),
     ("unknown-search", _with(BASE, "search: bayes\n"), [],
      "spec key 'search.type': unknown search 'bayes' (expected one of: random, grid, optuna)"),
     ("unknown-sampler", _with(BASE, "search: {type: optuna, sampler: annealing}\n"), [],
@@ -189,3 +198,29 @@ def test_console_entry_point_answers_a_bad_spec_with_exit_2(storage, tmp_path, s
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip().splitlines()[-1]]  # one line
     assert proc.stderr.startswith(expected), proc.stderr
     assert _snapshot(storage) == before and os.listdir(storage) == ["real"]
+
+
+@pytest.mark.parametrize("case", ["storage-path-is-a-file", "storage-path-inside-a-file", "storage-path-unwritable",
+                                  "tensorboard-dir-is-a-file"])
+def test_a_storage_path_or_tensorboard_dir_that_cannot_be_written_exits_2(tmp_path, capsys, case):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BASE)
+    storage, field, extra = tmp_path / "results", "storage_path", []
+    if case == "storage-path-is-a-file":
+        storage = a_file
+    elif case == "storage-path-inside-a-file":
+        storage = a_file / "results"
+    elif case == "storage-path-unwritable":
+        # Tests run as root, whom permission bits do not stop; /proc takes no new directory from anyone.
+        storage = Path("/proc") / f"tuner_results_{os.getpid()}"
+    else:
+        field, extra = "tensorboard_dir", ["--set", f"tensorboard_dir={a_file}"]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["sweep", str(spec), "--name", "unusable", "--set", f"storage_path={storage}", *extra])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert out == "" and "Traceback" not in err
+    assert err.startswith(f"tuner: error: {field}: ") and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
