@@ -41,7 +41,9 @@ class FunctionTrainable(Trainable):
     as long as the allowance lasts. A report with a checkpoint, or with ``done``, always
     waits, so no iteration runs past one before it has been decided on. An iteration the
     function began within the allowance is finished after it ends: its report waits, queued,
-    for the next ``step()`` (or is dropped if the trial is stopped).
+    for the next ``step()`` (or is dropped if the trial is stopped). :meth:`has_result_by`
+    lets the actor wait for a report only until a deadline, so a report that is not followed
+    by another soon is handed on at once instead of being held until the next one.
     """
 
     _func: Callable[..., Any]
@@ -109,17 +111,45 @@ class FunctionTrainable(Trainable):
             return
         self._post(_FINISHED)
 
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
+        self._thread.start()
+
     def _next_item(self) -> Any:
         with self._cond:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
-                self._thread.start()
+                self._start_thread()
             elif not self._items and self._blocked:
                 self._resumed = True
                 self._cond.notify()
             while not self._items:
                 self._cond.wait()
             return self._items.popleft()
+
+    def has_result_by(self, deadline: float) -> bool:
+        """Wait until the function has a report (or its end) for ``step()`` to take, but no
+        later than ``time.monotonic()`` reaches ``deadline``; True if one is there.
+
+        A function waiting in a report is let go on only before the deadline, so no iteration
+        starts after it; an iteration still running at the deadline goes on, and its report
+        waits, queued, for a later ``step()``.
+        """
+        with self._cond:
+            if self._items:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            if self._thread is None:
+                self._start_thread()
+            elif self._blocked:
+                self._resumed = True
+                self._cond.notify()
+            while not self._items:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     def step(self) -> dict[str, Any]:
         item = self._next_item()

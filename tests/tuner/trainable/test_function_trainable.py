@@ -1,8 +1,10 @@
-"""A function trainable in its thread: one report per step, and running ahead when allowed."""
+"""A function trainable in its thread: one report per step, running ahead when allowed, and waiting
+for a report no later than a deadline."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from tuner import tune
@@ -149,3 +151,56 @@ def test_stop_ends_a_function_that_runs_ahead():
     assert thread is not None and thread.is_alive()
     trainable.stop()
     assert not thread.is_alive()
+
+
+def _report_then_wait(event):
+    """A function that reports 0, waits for ``event`` (at most 10 s), then reports 1; and its reports."""
+    made = []
+
+    def train(config):
+        made.append(0)
+        tune.report({"i": 0})
+        event.wait(timeout=10)
+        made.append(1)
+        tune.report({"i": 1})
+
+    return train, made
+
+
+def test_has_result_by_waits_no_later_than_its_deadline_then_takes_the_next_report():
+    release = threading.Event()
+    train, made = _report_then_wait(release)
+    trainable = _make(train)
+    trainable.allow_run_ahead(10, time.monotonic() + 60)
+    assert trainable.train()["i"] == 0
+    began = time.monotonic()
+    assert not trainable.has_result_by(began + 0.05)  # the function computes: no report yet
+    assert 0.05 <= time.monotonic() - began < 5
+    release.set()
+    assert trainable.has_result_by(time.monotonic() + 10)
+    assert trainable.train()["i"] == 1
+    assert trainable.has_result_by(time.monotonic() + 10)  # the function's return
+    assert trainable.train()["_finished"]
+
+
+def test_has_result_by_gives_a_queued_report_even_past_its_deadline():
+    train, made = _counting(3)
+    trainable = _make(train)
+    trainable.allow_run_ahead(10, time.monotonic() + 60)
+    assert trainable.train()["i"] == 0
+    assert _wait_for(lambda: len(made) == 3)
+    assert trainable.has_result_by(time.monotonic() - 1)
+    assert trainable.train()["i"] == 1
+
+
+def test_has_result_by_lets_a_waiting_function_on_only_before_its_deadline():
+    train, made = _counting(5)
+    trainable = _make(train)  # no allowance: the function waits in each report
+    assert trainable.train()["i"] == 0
+    assert not trainable.has_result_by(time.monotonic() - 1)
+    time.sleep(0.1)
+    assert made == [0]  # past the deadline: no new iteration started
+    assert trainable.has_result_by(time.monotonic() + 10)
+    assert made == [0, 1]
+    assert trainable.train()["i"] == 1
+    trainable.stop()
