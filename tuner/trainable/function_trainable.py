@@ -7,7 +7,7 @@ import inspect
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Generator, Mapping
 
 from tuner.trainable import session
 from tuner.trainable.checkpoint import Checkpoint
@@ -34,7 +34,8 @@ class FunctionTrainable(Trainable):
 
     ``step()`` lets the function run until its next ``tune.report`` and returns that
     report; when the function returns, ``step()`` returns a result with ``done=True``
-    and ``_finished=True`` (no new iteration).
+    and ``_finished=True`` (no new iteration). A generator function reports what it
+    yields: each ``yield {...}`` is one ``tune.report({...})``, as in Ray Tune.
 
     The trial actor may let the function run ahead (:meth:`allow_run_ahead`): then a report
     is queued and the function goes on at once, without waiting for ``step()`` to take it,
@@ -100,16 +101,30 @@ class FunctionTrainable(Trainable):
         session._bind(self)
         try:
             params = inspect.signature(self._func).parameters
-            if params:
-                self._func(dict(self.config))
-            else:
-                self._func()
+            returned = self._func(dict(self.config)) if params else self._func()
+            if inspect.isgenerator(returned):
+                self._report_yields(returned)
         except StopTrial:
             pass
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the controller
             self._post(_Failure(exc))
             return
         self._post(_FINISHED)
+
+    def _report_yields(self, generator: Generator[Any, Any, Any]) -> None:
+        """Report each dict a generator function yields; a bare ``yield`` reports nothing."""
+        try:
+            for value in generator:
+                if value is None:
+                    continue
+                if not isinstance(value, Mapping):
+                    raise TypeError(
+                        f"a generator trainable must yield dicts of metrics (each yield is one "
+                        f"tune.report), got {type(value).__name__}: {value!r}"
+                    )
+                self._report(dict(value), None)
+        finally:
+            generator.close()  # a stopped trial unwinds the generator: its finally blocks run
 
     def _start_thread(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
