@@ -89,12 +89,15 @@ class TrialActor:
         """Run iterations and return their results, in order (``start`` first when given a class).
 
         With ``config`` (and ``info``) the actor first starts a trial; ``trainable_cls`` need
-        only come with an actor's first trial. The first iteration always runs; more follow, up to ``max_results``, only while less
-        than ``window_s`` has passed since the call began: fast iterations share one round
-        trip, a slow one comes back alone. The list ends early at a function's return (a
-        ``_finished`` result) or at a failure: a failure in the first iteration raises, one
-        after earlier results comes back as an entry holding ``_error`` (the traceback),
-        so the results before it are not lost.
+        only come with an actor's first trial. The first iteration always runs. A function
+        trainable's later reports join it, up to ``max_results``, as long as each comes
+        before ``window_s`` has passed since the call began (or was queued already): fast
+        reports share one round trip, and a report is never held past the window waiting
+        for the next. A class Trainable runs one ``step()`` per call: a step begun after
+        the first could take any time, and the results before it would wait for it. The list
+        ends early at a function's return (a ``_finished`` result) or at a failure: a failure
+        in the first iteration raises, one after earlier results comes back as an entry
+        holding ``_error`` (the traceback), so the results before it are not lost.
 
         The last entry is always ``{"_timing": ...}``, for the sweep's profile: when the call
         began on this actor (``time.time()``), the seconds it spent building the trainable
@@ -111,16 +114,20 @@ class TrialActor:
                 raise TrialError("run() was given a config but this actor has no trainable class yet")
             self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq, reapply_config)
         began = time.monotonic()
+        deadline = began + window_s
         function = self._trainable if isinstance(self._trainable, FunctionTrainable) else None
-        if function is not None and max_results > 1:
+        if function is None:
+            max_results = 1
+        elif max_results > 1:
             # Its reports queue up while this call may still take them: no hand-off per report.
-            function.allow_run_ahead(max_results - 1, began + window_s)
+            function.allow_run_ahead(max_results - 1, deadline)
         try:
             results = [self.step()]
             while (
                 len(results) < max_results
                 and self._may_run_ahead(results[-1])
-                and time.monotonic() - began < window_s
+                and function is not None
+                and function.has_result_by(deadline)
             ):
                 try:
                     results.append(self.step())
@@ -202,16 +209,14 @@ class TrialActor:
         except BaseException as exc:  # noqa: BLE001
             raise TrialError(_format(exc)) from None
 
-    def _may_run_ahead(self, last: dict[str, Any]) -> bool:
-        """Whether another iteration may run before the controller has seen ``last``.
+    @staticmethod
+    def _may_run_ahead(last: dict[str, Any]) -> bool:
+        """Whether a function's next report may be taken before the controller has seen ``last``.
 
-        Not after the trainable said it is done or finished, nor past a checkpoint, nor into
-        an iteration that would write one: checkpoints only ever reflect decided iterations.
+        Not after the function said it is done or returned, nor past a checkpoint: checkpoints
+        only ever reflect decided iterations.
         """
-        if last.get("_finished") or last.get("done") or "_checkpoint_path" in last:
-            return False
-        freq = self._checkpoint_freq
-        return not (freq and (last["training_iteration"] + 1) % freq == 0)
+        return not (last.get("_finished") or last.get("done") or "_checkpoint_path" in last)
 
     def save(self) -> str:
         """Checkpoint the trainable now; returns the checkpoint directory."""

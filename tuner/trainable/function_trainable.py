@@ -7,7 +7,7 @@ import inspect
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Generator, Mapping
 
 from tuner.trainable import session
 from tuner.trainable.checkpoint import Checkpoint
@@ -34,14 +34,17 @@ class FunctionTrainable(Trainable):
 
     ``step()`` lets the function run until its next ``tune.report`` and returns that
     report; when the function returns, ``step()`` returns a result with ``done=True``
-    and ``_finished=True`` (no new iteration).
+    and ``_finished=True`` (no new iteration). A generator function reports what it
+    yields: each ``yield {...}`` is one ``tune.report({...})``, as in Ray Tune.
 
     The trial actor may let the function run ahead (:meth:`allow_run_ahead`): then a report
     is queued and the function goes on at once, without waiting for ``step()`` to take it,
     as long as the allowance lasts. A report with a checkpoint, or with ``done``, always
     waits, so no iteration runs past one before it has been decided on. An iteration the
     function began within the allowance is finished after it ends: its report waits, queued,
-    for the next ``step()`` (or is dropped if the trial is stopped).
+    for the next ``step()`` (or is dropped if the trial is stopped). :meth:`has_result_by`
+    lets the actor wait for a report only until a deadline, so a report that is not followed
+    by another soon is handed on at once instead of being held until the next one.
     """
 
     _func: Callable[..., Any]
@@ -98,10 +101,9 @@ class FunctionTrainable(Trainable):
         session._bind(self)
         try:
             params = inspect.signature(self._func).parameters
-            if params:
-                self._func(dict(self.config))
-            else:
-                self._func()
+            returned = self._func(dict(self.config)) if params else self._func()
+            if inspect.isgenerator(returned):
+                self._report_yields(returned)
         except StopTrial:
             pass
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the controller
@@ -109,17 +111,60 @@ class FunctionTrainable(Trainable):
             return
         self._post(_FINISHED)
 
+    def _report_yields(self, generator: Generator[Any, Any, Any]) -> None:
+        """Report each dict a generator function yields; a bare ``yield`` reports nothing."""
+        try:
+            for value in generator:
+                if value is None:
+                    continue
+                if not isinstance(value, Mapping):
+                    raise TypeError(
+                        f"a generator trainable must yield dicts of metrics (each yield is one "
+                        f"tune.report), got {type(value).__name__}: {value!r}"
+                    )
+                self._report(dict(value), None)
+        finally:
+            generator.close()  # a stopped trial unwinds the generator: its finally blocks run
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
+        self._thread.start()
+
     def _next_item(self) -> Any:
         with self._cond:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="tune-function", daemon=True)
-                self._thread.start()
+                self._start_thread()
             elif not self._items and self._blocked:
                 self._resumed = True
                 self._cond.notify()
             while not self._items:
                 self._cond.wait()
             return self._items.popleft()
+
+    def has_result_by(self, deadline: float) -> bool:
+        """Wait until the function has a report (or its end) for ``step()`` to take, but no
+        later than ``time.monotonic()`` reaches ``deadline``; True if one is there.
+
+        A function waiting in a report is let go on only before the deadline, so no iteration
+        starts after it; an iteration still running at the deadline goes on, and its report
+        waits, queued, for a later ``step()``.
+        """
+        with self._cond:
+            if self._items:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            if self._thread is None:
+                self._start_thread()
+            elif self._blocked:
+                self._resumed = True
+                self._cond.notify()
+            while not self._items:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
 
     def step(self) -> dict[str, Any]:
         item = self._next_item()

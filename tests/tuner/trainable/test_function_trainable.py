@@ -1,9 +1,13 @@
-"""A function trainable in its thread: one report per step, and running ahead when allowed."""
+"""A function trainable in its thread: one report per step, running ahead when allowed, waiting
+for a report no later than a deadline; a generator function's yields are its reports."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
+
+import pytest
 
 from tuner import tune
 from tuner.trainable.checkpoint import Checkpoint
@@ -149,3 +153,114 @@ def test_stop_ends_a_function_that_runs_ahead():
     assert thread is not None and thread.is_alive()
     trainable.stop()
     assert not thread.is_alive()
+
+
+def _report_then_wait(event):
+    """A function that reports 0, waits for ``event`` (at most 10 s), then reports 1; and its reports."""
+    made = []
+
+    def train(config):
+        made.append(0)
+        tune.report({"i": 0})
+        event.wait(timeout=10)
+        made.append(1)
+        tune.report({"i": 1})
+
+    return train, made
+
+
+def test_has_result_by_waits_no_later_than_its_deadline_then_takes_the_next_report():
+    release = threading.Event()
+    train, made = _report_then_wait(release)
+    trainable = _make(train)
+    trainable.allow_run_ahead(10, time.monotonic() + 60)
+    assert trainable.train()["i"] == 0
+    began = time.monotonic()
+    assert not trainable.has_result_by(began + 0.05)  # the function computes: no report yet
+    assert 0.05 <= time.monotonic() - began < 5
+    release.set()
+    assert trainable.has_result_by(time.monotonic() + 10)
+    assert trainable.train()["i"] == 1
+    assert trainable.has_result_by(time.monotonic() + 10)  # the function's return
+    assert trainable.train()["_finished"]
+
+
+def test_has_result_by_gives_a_queued_report_even_past_its_deadline():
+    train, made = _counting(3)
+    trainable = _make(train)
+    trainable.allow_run_ahead(10, time.monotonic() + 60)
+    assert trainable.train()["i"] == 0
+    assert _wait_for(lambda: len(made) == 3)
+    assert trainable.has_result_by(time.monotonic() - 1)
+    assert trainable.train()["i"] == 1
+
+
+def test_has_result_by_lets_a_waiting_function_on_only_before_its_deadline():
+    train, made = _counting(5)
+    trainable = _make(train)  # no allowance: the function waits in each report
+    assert trainable.train()["i"] == 0
+    assert not trainable.has_result_by(time.monotonic() - 1)
+    time.sleep(0.1)
+    assert made == [0]  # past the deadline: no new iteration started
+    assert trainable.has_result_by(time.monotonic() + 10)
+    assert made == [0, 1]
+    assert trainable.train()["i"] == 1
+    trainable.stop()
+
+
+def test_each_dict_a_generator_function_yields_is_one_report():
+    def train(config):
+        for i in range(3):
+            yield {"i": i * config["x"]}
+        yield  # a bare yield reports nothing
+
+    trainable = _make(train, {"x": 2})
+    results = [trainable.train()]
+    assert "_finished" not in results[0]
+    results += [trainable.train() for _ in range(2)]
+    assert [r["i"] for r in results] == [0, 2, 4]
+    assert [r["training_iteration"] for r in results] == [1, 2, 3]
+    assert trainable.train()["_finished"]
+
+
+def test_a_generator_that_yields_no_dict_fails_the_trial_saying_what_to_yield():
+    def train(config):
+        yield {"i": 0}
+        yield 0.5
+
+    trainable = _make(train)
+    assert trainable.train()["i"] == 0
+    with pytest.raises(RuntimeError, match=r"must yield dicts of metrics .*got float: 0\.5"):
+        trainable.train()
+
+
+def test_stopping_a_generator_trial_runs_its_finally_blocks():
+    closed = threading.Event()
+
+    def train(config):
+        try:
+            while True:
+                yield {"i": 0}
+        finally:
+            closed.set()
+
+    trainable = _make(train)
+    assert trainable.train()["i"] == 0
+    trainable.stop()
+    assert closed.is_set()
+
+
+def yield_three(config):
+    for i in range(3):
+        yield {"score": i * config["x"]}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_sweep_of_a_generator_function_stores_what_it_yields(tmp_path):
+    analysis = tune.run(
+        yield_three, config={"x": tune.grid_search([1, 2])}, metric="score", mode="max",
+        storage_path=str(tmp_path), name="gen", verbose=0, tensorboard=False,
+    )
+    assert {t.status for t in analysis.trials} == {"TERMINATED"}
+    assert sorted(analysis.results_df["score"]) == [0, 0, 1, 2, 2, 4]
+    assert analysis.best_config["x"] == 2
