@@ -66,6 +66,11 @@ def resolve_trainable(trainable: Any) -> type[Trainable]:
         raise ValueError(
             f"run_or_experiment: class {trainable.__name__} is not a tune.Trainable subclass"
         )
+    if inspect.iscoroutinefunction(trainable):
+        raise ValueError(
+            f"run_or_experiment: {getattr(trainable, '__name__', trainable)!r} is an async function; pass a plain "
+            f"function (it may call asyncio.run) or a tune.Trainable subclass"
+        )
     if callable(trainable):
         return wrap_function(trainable)
     raise ValueError(

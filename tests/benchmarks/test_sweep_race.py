@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import ray
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 
 @pytest.mark.parametrize("search", ["tpe", "random"])
 def test_sweep_race_prints_the_table_and_the_profile_on_a_tiny_budget(tmp_path, search):
-    env = dict(os.environ, RAY_ADDRESS="auto")  # the session's Ray: no second engine start
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)  # the session's Ray: no second engine start
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "sweep_race.py"), "--systems", "tuner", "--trials", "2",
          "--max-steps", "3000", "--grace", "1000", "--storage", str(tmp_path), "--search", search],

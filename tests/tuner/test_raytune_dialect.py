@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import ray
 import sqlalchemy as sa
 
 from tests.conftest import ROOT
@@ -143,7 +144,8 @@ def test_tuner_restore_after_an_interrupted_fit(tmp_path, monkeypatch):
     log = open(tmp_path / "first_run.log", "w")
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPTS / "restore.py"), str(tmp_path)], cwd=ROOT,
-        env=dict(os.environ, RAY_ADDRESS="auto"), stdout=log, stderr=subprocess.STDOUT,
+        env=dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address),
+        stdout=log, stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.time() + 120

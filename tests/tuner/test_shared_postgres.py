@@ -8,6 +8,7 @@ import sys
 import uuid
 
 import pytest
+import ray
 
 from tests.conftest import ROOT
 from tuner import tune
@@ -29,7 +30,7 @@ tune.run(train, config={"x": tune.grid_search([1, 2, 3])}, metric="score", mode=
 
 def test_two_drivers_share_one_postgres_database(tmp_path, postgres_url):
     names = [f"shared_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    env = dict(os.environ, RAY_ADDRESS="auto")
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)  # this session's Ray
     procs = [
         subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / n), postgres_url, n], cwd=ROOT, env=env)
         for n in names

@@ -104,6 +104,12 @@ class FunctionTrainable(Trainable):
             returned = self._func(dict(self.config)) if params else self._func()
             if inspect.isgenerator(returned):
                 self._report_yields(returned)
+            elif isinstance(returned, Mapping) and returned:  # as in Ray Tune: the last result
+                self._report(dict(returned), None)
+            elif inspect.iscoroutine(returned):
+                returned.close()
+                raise TypeError("the trainable is an async function: tune.run runs plain functions; "
+                                "call asyncio.run(...) inside a plain one")
         except StopTrial:
             pass
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the controller

@@ -264,3 +264,22 @@ def test_a_sweep_of_a_generator_function_stores_what_it_yields(tmp_path):
     assert {t.status for t in analysis.trials} == {"TERMINATED"}
     assert sorted(analysis.results_df["score"]) == [0, 0, 1, 2, 2, 4]
     assert analysis.best_config["x"] == 2
+
+
+def test_a_dict_the_function_returns_is_its_last_report():
+    def train(config):
+        tune.report({"i": 0})
+        return {"i": 1}
+
+    trainable = _make(train)
+    assert [trainable.train()["i"], trainable.train()["i"]] == [0, 1]
+    assert trainable.train()["_finished"]
+
+
+def test_an_async_function_is_refused_by_tune_run_before_anything_is_written(tmp_path):
+    async def train(config):
+        tune.report({"i": 0})
+
+    with pytest.raises(ValueError, match="run_or_experiment: 'train' is an async function"):
+        tune.run(train, storage_path=str(tmp_path), name="async", verbose=0)
+    assert not (tmp_path / "async").exists()
