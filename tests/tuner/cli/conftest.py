@@ -53,6 +53,18 @@ def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedPro
         return subprocess.CompletedProcess(command, None, text[0], text[1] + f"\n[killed after {timeout} s]")
 
 
+def query_rows(db: Path, sql: str) -> list:
+    """The rows ``sql`` returns from the SQLite file ``db``."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"sqlite:///{db}")
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text(sql)).all()
+    finally:
+        engine.dispose()
+
+
 def cli_popen(*args: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tuner.cli", *args], cwd=ROOT, env=cli_env(**env), stdout=subprocess.PIPE,

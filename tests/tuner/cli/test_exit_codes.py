@@ -9,9 +9,8 @@ import shutil
 import socket
 import time
 
-import sqlalchemy as sa
 
-from tests.tuner.cli.conftest import cli
+from tests.tuner.cli.conftest import cli, query_rows
 from tuner.cli import main
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE
 
@@ -29,15 +28,6 @@ def _one_error_line(stderr: str) -> str:
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert lines[0].startswith("tuner: error: "), stderr
     return lines[0]
-
-
-def _rows(db, sql):
-    engine = sa.create_engine(f"sqlite:///{db}")
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text(sql)).all()
-    finally:
-        engine.dispose()
 
 
 def test_no_verb_prints_the_usage_and_exits_2(capsys):
@@ -90,7 +80,7 @@ def test_a_second_driver_of_a_sweep_exits_3_and_changes_nothing(real_sweep, ray_
     shutil.copytree(real_sweep.run_dir, copy, ignore=shutil.ignore_patterns("*.lock"))
     db = copy / "tuner.db"
     query = "SELECT (SELECT status FROM experiments), (SELECT COUNT(*) FROM trials), (SELECT COUNT(*) FROM results)"
-    before = _rows(db, query)
+    before = query_rows(db, query)
     lock = SweepLock(default_database_url(copy), "real", copy).acquire()  # this test process is the other driver
     try:
         proc = cli("resume", str(copy), "--address", ray_address)
@@ -99,7 +89,7 @@ def test_a_second_driver_of_a_sweep_exits_3_and_changes_nothing(real_sweep, ray_
     assert proc.returncode == EXIT_BUSY, proc.stdout + proc.stderr
     line = _one_error_line(proc.stderr)
     assert "sweep 'real' in " in line and f"is already being run by another driver (pid {os.getpid()} on " in line, line
-    assert _rows(db, query) == before
+    assert query_rows(db, query) == before
 
 
 def test_the_help_documents_every_exit_code():

@@ -15,21 +15,11 @@ import urllib.error
 import urllib.request
 
 import pytest
-import sqlalchemy as sa
 
 from tests.conftest import ROOT
-from tests.tuner.cli.conftest import cli, cli_env
+from tests.tuner.cli.conftest import cli, cli_env, query_rows
 
 pytestmark = pytest.mark.usefixtures("ray_session")
-
-
-def _rows(db, sql):
-    engine = sa.create_engine(f"sqlite:///{db}")
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text(sql)).all()
-    finally:
-        engine.dispose()
 
 
 def test_sweep_runs_and_exits_1_when_a_trial_failed(real_sweep):
@@ -40,7 +30,7 @@ def test_sweep_runs_and_exits_1_when_a_trial_failed(real_sweep):
     assert "RUNNING x=" in proc.stdout and "TERMINATED after" in proc.stdout and "ERROR after" in proc.stdout
     assert "best score=" in proc.stdout and "results/s" in proc.stdout
     assert "tuner: 1 trial(s) failed" in proc.stderr
-    statuses = dict(_rows(real_sweep.run_dir / "tuner.db", "SELECT status, COUNT(*) FROM trials GROUP BY status"))
+    statuses = dict(query_rows(real_sweep.run_dir / "tuner.db", "SELECT status, COUNT(*) FROM trials GROUP BY status"))
     assert statuses == {"ERROR": 1, "TERMINATED": 5}
     assert (real_sweep.run_dir / "sweep.yaml").exists()
 
@@ -85,7 +75,7 @@ def test_show_profile_prints_where_the_time_went_and_each_trials_split(real_swee
     table = out.split("\n\n")[1].splitlines()
     assert table[0].split() == ["TRIAL", "CPUS", "HELD", "S", "START", "SAMPLING", "LEARNING", "OTHER", "STOP",
                                 "WAITING"]
-    stored = _rows(real_sweep.run_dir / "tuner.db", "SELECT trial_id, hold_s FROM trial_profiles")
+    stored = query_rows(real_sweep.run_dir / "tuner.db", "SELECT trial_id, hold_s FROM trial_profiles")
     assert len(table) - 1 == len(stored) == 6 and all(hold > 0 for _, hold in stored)
 
 
@@ -93,7 +83,7 @@ def test_best_text_and_json_agree_with_the_store(real_sweep):
     proc = cli("best", "real", "--json", "--storage-path", str(real_sweep.storage))
     assert proc.returncode == 0, proc.stderr
     best = json.loads(proc.stdout)
-    rows = _rows(real_sweep.run_dir / "tuner.db", "SELECT trial_id, metric_value FROM trials WHERE status='TERMINATED'")
+    rows = query_rows(real_sweep.run_dir / "tuner.db", "SELECT trial_id, metric_value FROM trials WHERE status='TERMINATED'")
     top = max(rows, key=lambda r: r[1])
     assert best["trial_id"] == top[0] and best["value"] == pytest.approx(top[1])
     assert best["metric"] == "score" and best["mode"] == "max" and set(best["config"]) >= {"x", "fail"}
@@ -104,7 +94,7 @@ def test_best_text_and_json_agree_with_the_store(real_sweep):
 
 
 def test_export_csv_and_json_hold_every_result(real_sweep):
-    n_results = _rows(real_sweep.run_dir / "tuner.db", "SELECT COUNT(*) FROM results")[0][0]
+    n_results = query_rows(real_sweep.run_dir / "tuner.db", "SELECT COUNT(*) FROM results")[0][0]
     proc = cli("export", "real", "--format", "csv", "--storage-path", str(real_sweep.storage))
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
@@ -118,11 +108,11 @@ def test_export_csv_and_json_hold_every_result(real_sweep):
 
 def test_resume_of_a_finished_sweep_runs_nothing_again(real_sweep, ray_address):
     db = real_sweep.run_dir / "tuner.db"
-    before = _rows(db, "SELECT COUNT(*) FROM results")[0][0]
+    before = query_rows(db, "SELECT COUNT(*) FROM results")[0][0]
     proc = cli("resume", "real", "--storage-path", str(real_sweep.storage), "--address", ray_address)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # its failed trial is still failed
     assert "sweep real (score, max): resumed" in proc.stdout
-    assert _rows(db, "SELECT COUNT(*) FROM results")[0][0] == before
+    assert query_rows(db, "SELECT COUNT(*) FROM results")[0][0] == before
 
 
 def _free_port() -> int:
@@ -178,10 +168,10 @@ def test_resume_errored_only_retries_the_failed_trial(real_sweep, ray_address, t
 
     copy = tmp_path / "real"
     shutil.copytree(real_sweep.run_dir, copy, ignore=shutil.ignore_patterns(".driver.lock"))
-    before = dict(_rows(copy / "tuner.db", "SELECT trial_id, num_failures FROM trials WHERE status = 'ERROR'"))
+    before = dict(query_rows(copy / "tuner.db", "SELECT trial_id, num_failures FROM trials WHERE status = 'ERROR'"))
     proc = cli("resume", str(copy), "--errored-only", "--address", ray_address)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # it fails again, on purpose
     assert "ERROR after" in proc.stdout and "tuner: 1 trial(s) failed" in proc.stderr
-    after = dict(_rows(copy / "tuner.db", "SELECT trial_id, num_failures FROM trials WHERE status = 'ERROR'"))
+    after = dict(query_rows(copy / "tuner.db", "SELECT trial_id, num_failures FROM trials WHERE status = 'ERROR'"))
     assert list(after) == list(before) and all(after[t] >= 1 for t in after)
-    assert _rows(real_sweep.run_dir / "tuner.db", "SELECT COUNT(*) FROM trials")[0][0] == 6  # the original untouched
+    assert query_rows(real_sweep.run_dir / "tuner.db", "SELECT COUNT(*) FROM trials")[0][0] == 6  # the original untouched
