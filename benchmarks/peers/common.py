@@ -1,0 +1,157 @@
+"""What every system of ``benchmarks/slow_sim.py`` shares: the workload, the simulator, the outcome.
+
+This module is imported by the simulator's own processes (SB3's SubprocVecEnv workers, RLlib's
+env runners), so it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The PPO objective and network every system runs (the trial configs add lr and seed).
+GAMMA = 0.99
+GAE_LAMBDA = 0.95
+CLIP = 0.2
+VF_COEF = 0.5
+ENTROPY_COEF = 0.0
+MAX_GRAD_NORM = 0.5
+HIDDEN = [64, 64]
+MAX_EPISODE_STEPS = 500  # CartPole-v1's time limit
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """The sweep every system runs: the trials (lr x seed), their PPO settings and the resources."""
+
+    lrs: tuple[float, ...]
+    seeds: tuple[int, ...]
+    envs: int  # envs per trial, each in its own process
+    steps: int  # env steps per trial: a trial stops at its first iteration boundary at or past it
+    concurrency: int  # trials at once
+    rollout: int  # steps of each env per update: train batch = rollout x envs
+    minibatch: int
+    epochs: int
+    fast_ms: float
+    slow_ms: float
+    slow_prob: float
+    cpus_per_env: float  # told to Ray per rollout actor / env runner
+    learner_cpus: float  # told to Ray per trial's learner (ours: the trial actor; RLlib: the algorithm)
+    ray_cpus: float  # told to Ray (both Ray systems)
+
+    @property
+    def configs(self) -> list[tuple[float, int]]:
+        """(lr, seed) of every trial, in the order the systems start them (lr varies fastest,
+        the grid order of Ray Tune and ours)."""
+        return [(lr, seed) for seed in self.seeds for lr in self.lrs]
+
+    @property
+    def trials(self) -> int:
+        return len(self.lrs) * len(self.seeds)
+
+    @property
+    def batch(self) -> int:
+        return self.rollout * self.envs
+
+    @property
+    def trial_cpus(self) -> float:
+        return self.envs * self.cpus_per_env + self.learner_cpus
+
+    @property
+    def env_config(self) -> dict[str, float]:
+        return {"fast_ms": self.fast_ms, "slow_ms": self.slow_ms, "slow_prob": self.slow_prob}
+
+    @property
+    def steps_per_trial(self) -> int:
+        """Where a trial stops: the first whole batch at or past ``steps``."""
+        return math.ceil(self.steps / self.batch) * self.batch
+
+
+Curve = list[tuple[int, float]]  # (env steps at an iteration boundary, 100-episode mean return there)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One system's sweep: its wall time and, per trial config (lr, seed), its learning curve."""
+
+    system: str
+    sweep_s: float
+    env_steps: int
+    curves: dict[tuple[float, int], Curve]
+    ray_start_s: float | None = None  # inside sweep_s
+    note: str = ""
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.env_steps / max(self.sweep_s, 1e-9)
+
+    def final_steps(self) -> list[int]:
+        return [curve[-1][0] for curve in self.curves.values() if curve]
+
+    def return_at(self, steps: int) -> float:
+        """The mean over trials of :meth:`return_of` (NaN where no trial has a value there)."""
+        values = [v for v in (self.return_of(config, steps) for config in self.curves) if not math.isnan(v)]
+        return sum(values) / len(values) if values else math.nan
+
+    def return_of(self, config: tuple[float, int], steps: int) -> float:
+        """The trial's 100-episode mean return at ``steps`` env steps: interpolated linearly between
+        the iteration boundaries around it (its curve holds values at the boundaries only, and the
+        systems' boundaries differ: ours count env steps that are transitions, a reset is none)."""
+        points = [(s, r) for s, r in self.curves.get(config, []) if not math.isnan(r)]
+        for (s0, r0), (s1, r1) in zip(points, points[1:]):
+            if s0 <= steps <= s1:
+                return r0 + (r1 - r0) * (steps - s0) / max(s1 - s0, 1)
+        exact = [r for s, r in points if s == steps]
+        return exact[0] if exact else math.nan
+
+
+def mean_last_100(returns: list[float]) -> float:
+    """The mean of the last 100 episode returns (SB3's ``ep_info_buffer``, our trainers' window)."""
+    tail = returns[-100:]
+    return sum(tail) / len(tail) if tail else math.nan
+
+
+def ray_init(cpus: float) -> float:
+    """Start Ray with ``cpus`` CPUs, as both Ray systems do (or join the Ray ``$RAY_ADDRESS``
+    names, as the smoke test does); returns the seconds it took."""
+    import ray
+
+    start = time.perf_counter()
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(logging_level=logging.WARNING)
+    else:
+        ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
+    return time.perf_counter() - start
+
+
+# -- the simulator, without importing the ``algorithms`` package ---------------------------------
+_ENV_MODULE = "_slow_sim_envs"
+
+
+def _slow_cartpole_class() -> type:
+    """``algorithms.envs.SlowCartPole``, loaded from its file alone: importing the package would
+    import torch and Ray into every simulator process of SB3 (seconds each, at every trial start),
+    a cost no SB3 user has."""
+    module = sys.modules.get(_ENV_MODULE)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(_ENV_MODULE, ROOT / "algorithms" / "envs.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_ENV_MODULE] = module
+        spec.loader.exec_module(module)
+    return module.SlowCartPole
+
+
+def make_slow_cartpole(**env_config: Any) -> Any:
+    """``tuner/SlowCartPole-v1`` as ``gym.make`` builds it: the env behind CartPole-v1's time limit."""
+    from gymnasium.wrappers import TimeLimit
+
+    return TimeLimit(_slow_cartpole_class()(**env_config), max_episode_steps=MAX_EPISODE_STEPS)
