@@ -41,7 +41,10 @@ trial config, and for ours where the sweep's time went (its stored profile, as `
     python benchmarks/slow_sim.py --systems tuner --envs 4 --steps 8000
     python benchmarks/slow_sim.py --quick --systems tuner  # tiny: the smoke test's workload
 
-A peer whose package is missing is skipped with one line (``pip install -e '.[bench]'``).
+The machine may be shared: each system's note gives the 1-minute load average when it started,
+and ``--repeat`` starts each repeat with the next system in turn, so a drift in load does not
+always fall on the same one. A peer whose package is missing is skipped with one line
+(``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
@@ -279,30 +282,38 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     return args, work, [s for s in SYSTEMS if s in systems]
 
 
-def run_once(work: Workload, systems: list[str], storage: str) -> tuple[list[Outcome], Any, float]:
-    """Every chosen system once, ours first; returns the outcomes, our analysis and the ideal."""
+#: peer -> (label, the packages it needs, the module that runs it)
+PEERS = {"optuna": ("Optuna + SB3", ("stable_baselines3", "optuna"), "benchmarks.peers.optuna_sb3"),
+         "rllib": ("Ray Tune + RLlib", ("ray.rllib", "ray.tune"), "benchmarks.peers.raytune_rllib")}
+
+
+def run_once(work: Workload, systems: list[str], storage: str, rotate: int = 0) -> tuple[list[Outcome], Any, float]:
+    """Every chosen system once, starting with the ``rotate``-th (repeats start with each system
+    in turn, so a drift in the machine's load does not always fall on the same one); returns the
+    outcomes in table order (ours first), our analysis and the measured mean step."""
     from algorithms.envs import measure_mean_step
 
     mean_step = measure_mean_step(work.env_config)
     ideal = min(work.concurrency, work.trials) * work.envs / mean_step
     print(f"measured mean step {mean_step * 1000:.2f} ms: ideal {ideal:,.0f} env steps/s", flush=True)
-    outcomes, analysis = [], None
-    if "tuner" in systems:
-        print("running tuner (ours) ...", file=sys.stderr, flush=True)
-        ours, analysis = run_tuner(work, storage)
-        outcomes.append(ours)
-    peers = [("optuna", "stable_baselines3", "Optuna + SB3", "benchmarks.peers.optuna_sb3"),
-             ("rllib", "ray.rllib", "Ray Tune + RLlib", "benchmarks.peers.raytune_rllib")]
-    for key, package, label, module in peers:
-        if key not in systems:
-            continue
-        missing = [m for m in (package, "optuna" if key == "optuna" else "ray.tune") if not _importable(m)]
-        if missing:
-            print(f"{label}: skipped, {', '.join(missing)} not installed (pip install -e '.[bench]')")
-            continue
-        print(f"running {label} ...", file=sys.stderr, flush=True)
-        outcomes.append(importlib.import_module(module).run(work, storage))
-    return outcomes, analysis, mean_step
+    shift = rotate % len(systems)
+    outcomes, analysis = {}, None
+    for key in systems[shift:] + systems[:shift]:
+        if key != "tuner":
+            label, packages, module = PEERS[key]
+            missing = [m for m in packages if not _importable(m)]
+            if missing:
+                print(f"{label}: skipped, {', '.join(missing)} not installed (pip install -e '.[bench]')")
+                continue
+        load = os.getloadavg()[0]  # the machine is shared: say how busy it was
+        print(f"running {key} (1-minute load average {load:.1f}) ...", file=sys.stderr, flush=True)
+        if key == "tuner":
+            outcome, analysis = run_tuner(work, storage)
+        else:
+            outcome = importlib.import_module(module).run(work, storage)
+        outcome.note = "; ".join(n for n in (f"load {load:.1f} at start", outcome.note) if n)
+        outcomes[key] = outcome
+    return [outcomes[k] for k in systems if k in outcomes], analysis, mean_step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     for index in range(args.repeat):
         if args.repeat > 1:
             print(f"\n-- run {index + 1} of {args.repeat}", flush=True)
-        outcomes, analysis, mean_step = run_once(work, systems, storage)
+        outcomes, analysis, mean_step = run_once(work, systems, storage, rotate=index)
         if not outcomes:
             print("no system ran")
             return 1

@@ -129,7 +129,9 @@ def ray_init(cpus: float) -> float:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(logging_level=logging.WARNING)
     else:
-        ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
+        # "local": a new instance even when another Ray on this machine is advertised in
+        # /tmp/ray/ray_current_cluster (address=None would join that one, or fail on num_cpus).
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING)
     return time.perf_counter() - start
 
 
