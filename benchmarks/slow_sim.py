@@ -68,7 +68,8 @@ sys.path.insert(0, str(ROOT))
 # Ray's workers and the simulators' processes import this tree's packages too.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
-from benchmarks.peers.common import Outcome, Workload, ray_init  # noqa: E402
+from benchmarks.peers.common import (CLIP, ENTROPY_COEF, GAE_LAMBDA, GAMMA, HIDDEN, MAX_GRAD_NORM,  # noqa: E402
+                                     VF_COEF, Outcome, Workload, ray_init)
 
 SYSTEMS = ("tuner", "optuna", "rllib")
 QUICK = {"lrs": "2.5e-3", "seeds": 2, "envs": 2, "steps": 1000, "fast_ms": 1.0, "slow_prob": 0.0,
@@ -90,8 +91,9 @@ def run_tuner(work: Workload, storage: str) -> tuple[Outcome, Any]:
             "num_workers": work.envs, "num_envs_per_worker": 1, "sample_async": True,
             "num_cpus_per_worker": work.cpus_per_env, "num_cpus_for_learner": work.learner_cpus,
             "train_batch_size": work.batch, "minibatch_size": work.minibatch, "num_epochs": work.epochs,
-            "gamma": 0.99, "lambda": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5, "vf_clip_param": None,
-            "entropy_coeff": 0.0, "max_grad_norm": 0.5, "hidden_sizes": [64, 64], "activation": "tanh",
+            "gamma": GAMMA, "lambda": GAE_LAMBDA, "clip_param": CLIP, "vf_loss_coeff": VF_COEF, "vf_clip_param": None,
+            "entropy_coeff": ENTROPY_COEF, "max_grad_norm": MAX_GRAD_NORM, "hidden_sizes": list(HIDDEN),
+            "activation": "tanh",
             "lr": tune.grid_search(list(work.lrs)), "seed": tune.grid_search(list(work.seeds)),
         },
         stop={"env_steps_total": work.steps},
@@ -256,8 +258,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
                    help="CPUs told to Ray (default: concurrency x (envs x cpus-per-env + learner-cpus))")
     p.add_argument("--repeat", type=_positive(int, 1), default=1, help="run everything N times, print medians")
     p.add_argument("--storage", default=None, help="where the sweeps are stored (default: a temporary folder)")
-    p.add_argument("--quick", action="store_true",
-                   help="a tiny workload (the smoke test's): " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()))
+    quick = ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in QUICK.items())
+    p.add_argument("--quick", action="store_true", help=f"a tiny workload (the smoke test's), overriding: {quick}")
     args = p.parse_args(argv)
     if args.quick:
         for key, value in QUICK.items():
