@@ -197,7 +197,7 @@ def _spread(values: list[float], fmt: str) -> str:
 
 def print_medians(runs: list[list[Row]], ideals: list[float], out=sys.stdout) -> None:
     print(f"\nmedians of {len(runs)} runs [min-max]; ideal {_spread(ideals, ',.0f')} env steps/s", file=out)
-    print(f"{'system':18} {'sweep s':>20} {'env steps/s':>22} {'of ideal':>21} {'return':>21} "
+    print(f"{'system':18} {'sweep s':>20} {'env steps/s':>22} {'of ideal %':>21} {'return':>21} "
           f"{'peer/ours sweep':>18} {'ours/peer steps/s':>18}", file=out)
     for system in dict.fromkeys(r.system for rows in runs for r in rows):
         mine = [r for rows in runs for r in rows if r.system == system]
