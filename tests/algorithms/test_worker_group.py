@@ -65,7 +65,8 @@ def test_a_sweep_reuses_rollout_actors_across_trials_and_replaces_a_dead_one(tmp
     die = str(tmp_path / "die")
     analysis = tune.run(
         "PPO",
-        config={"env": "dies-once", "env_config": {"die": die}, "num_workers": 2, "sample_async": True,
+        # synchronous: an iteration waits for every actor, so the replacement comes in the first one
+        config={"env": "dies-once", "env_config": {"die": die}, "num_workers": 2,
                 "seed": tune.grid_search([0, 1, 2]), **SMALL},
         stop={"training_iteration": 2},
         max_concurrent_trials=1,  # one trial actor, handed from trial to trial with its rollout actors
@@ -82,6 +83,9 @@ def test_a_sweep_reuses_rollout_actors_across_trials_and_replaces_a_dead_one(tmp
     lasts = [analysis.trial_dataframes[t.trial_id].iloc[-1] for t in analysis.trials]
     assert [r["num_worker_restarts"] for r in lasts] == [0, 1, 0]  # ... and was replaced
     assert all(r["env_steps_total"] > 0 for r in lasts)
+    # The profile books the rollout actors' start apart from sampling.
+    profiles = analysis.trial_profiles()
+    assert all(0 < profiles[t.trial_id]["rollout_start_s"] < profiles[t.trial_id]["hold_s"] for t in analysis.trials)
     analysis.close()
 
 

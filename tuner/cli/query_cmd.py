@@ -221,8 +221,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_PROFILE_COLUMNS = ("cpus", "hold_s", "start_s", "sampling_s", "learning_s", "other_training_s", "stop_s",
-                    "waiting_s")
+_PROFILE_COLUMNS = ("cpus", "hold_s", "start_s", "rollout_start_s", "sampling_s", "learning_s", "other_training_s",
+                    "stop_s", "waiting_s")
 
 
 def _show_profile(analysis: Any) -> int:
@@ -238,8 +238,8 @@ def _show_profile(analysis: Any) -> int:
             for trial_id, row in sorted(analysis.trial_profiles().items())]
     if rows:
         print()
-        print(format_table(["TRIAL", "CPUS", "HELD S", "START", "SAMPLING", "LEARNING", "OTHER", "STOP", "WAITING"],
-                           rows))
+        print(format_table(["TRIAL", "CPUS", "HELD S", "START", "ROLLOUT START", "SAMPLING", "LEARNING", "OTHER",
+                            "STOP", "WAITING"], rows))
     return EXIT_OK
 
 
