@@ -28,6 +28,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 import torch
 
+from algorithms import layout
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
 from algorithms.worker_group import WorkerGroup
 from tuner.trainable.trainable import Trainable
@@ -39,7 +40,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
     "env": None,
     "env_config": {},  # keyword arguments of gym.make, or the creator's argument
-    "num_workers": 0,  # rollout actors; 0: sample in the learner's process
+    # rollout actors; 0: sample in the learner's process; "auto": decided from a timing of the env
+    # (algorithms/layout.py), which then also sets num_envs_per_worker, sample_async, num_cpus_per_worker
+    "num_workers": 0,
     "num_envs_per_worker": 16,  # envs of each rollout worker, stepped as one vector env
     # env steps per iteration: every env steps ceil(train_batch_size / (workers * envs)) times;
     # a NEXT_STEP autoreset step takes a slot but is no transition, so slightly fewer are trained on
@@ -50,6 +53,18 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
     "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
 }
+
+
+#: The resolved config's note on how ``num_workers="auto"`` was decided (not a config key).
+LAYOUT_REASON = "_layout_reason"
+
+
+def sampling_layout(config: Mapping[str, Any]) -> str:
+    """Where a trainer with this resolved config samples, in a few words."""
+    if config["num_workers"] == 0:
+        return f"in the learner: {config['num_envs_per_worker']} envs"
+    mode = "async" if config["sample_async"] else "sync"
+    return f"{config['num_workers']} rollout actors x {config['num_envs_per_worker']} envs, {mode}"
 
 
 def _is_int(value: Any) -> bool:
@@ -105,6 +120,8 @@ class DistributedTrainer(Trainable):
             given[name] = value
         resolved.update(given)
         cls._validate_common(resolved)
+        if resolved["num_workers"] == "auto":
+            resolved[LAYOUT_REASON] = layout.resolve(resolved, given)
         cls.validate_algorithm_config(resolved, given)
         return resolved
 
@@ -114,7 +131,8 @@ class DistributedTrainer(Trainable):
         check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
               "algorithms.register_env, or a creator function", env)
         check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
-        check(_is_int(c["num_workers"]) and c["num_workers"] >= 0, "num_workers", "must be an int >= 0", c["num_workers"])
+        check(c["num_workers"] == "auto" or (_is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
+              "must be an int >= 0 or 'auto'", c["num_workers"])
         check(_is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
               "must be an int >= 1", c["num_envs_per_worker"])
         check(_is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
@@ -187,6 +205,7 @@ class DistributedTrainer(Trainable):
         self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
         self.build_learner()
         self.env_steps_total = 0
+        self._layout = sampling_layout(c)
         self.window = EpisodeWindow(100)
         self.workers = WorkerGroup(
             worker_kwargs=dict(
@@ -242,7 +261,10 @@ class DistributedTrainer(Trainable):
             "sample_time_s": sampled - start,
             "learn_time_s": end - sampled,
             "num_worker_restarts": self.workers.num_restarts,
+            "sampling_layout": self._layout,
         }
+        if LAYOUT_REASON in self.cfg:
+            result["sampling_layout_reason"] = self.cfg[LAYOUT_REASON]
         if first:  # how the rollout actors started: reused from the last trial, or new processes
             result.update(worker_start_time_s=self.workers.start_s or 0.0, num_workers_reused=self.workers.reused,
                           num_workers_started=self.workers.started)
