@@ -180,6 +180,13 @@ def env_spaces(env: str | EnvCreator, env_config: Mapping[str, Any]) -> tuple[gy
         envs.close()
 
 
+def _node_address() -> str:
+    """The address of the Ray node this process runs on ("local" outside Ray)."""
+    import ray
+
+    return ray.util.get_node_ip_address() if ray.is_initialized() else "local"
+
+
 class RolloutWorker:
     """Samples fragments from ``num_envs`` vector environments with its own copy of the policy.
 
@@ -236,6 +243,7 @@ class RolloutWorker:
         """Ready the worker for a (new) trial: its envs (kept when the env and its config are the
         same as the last trial's), a policy whose weights arrive with the first request, and seeds."""
         self.worker_index = worker_index
+        self.node = _node_address()
         env_key = (env if isinstance(env, str) else id(env), repr(sorted(env_config.items())), num_envs, worker_index)
         if self.envs is None or env_key != self._env_key:
             if self.envs is not None:
@@ -292,6 +300,7 @@ class RolloutWorker:
         fragment["sample_time_s"] = time.perf_counter() - start
         fragment["weights_version"] = None if self._shares_policy else self.weights_version
         fragment["worker_index"] = self.worker_index
+        fragment["node"] = self.node
         return fragment
 
     def close(self) -> None:

@@ -262,6 +262,7 @@ class DistributedTrainer(Trainable):
             "learn_time_s": end - sampled,
             "num_worker_restarts": self.workers.num_restarts,
             "sampling_layout": self._layout,
+            "rollout_nodes": self.workers.placement(),
         }
         if LAYOUT_REASON in self.cfg:
             result["sampling_layout_reason"] = self.cfg[LAYOUT_REASON]

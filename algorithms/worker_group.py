@@ -81,6 +81,7 @@ class WorkerGroup:
         self.reused = self.started = 0
         self.start_s: float | None = None
         self._failures: dict[int, int] = {}
+        self.nodes: dict[int, str] = {}  # worker index -> the node its last fragment came from
         self.local: RolloutWorker | None = None
         self.actors: dict[int, Any] = {}
         self._inflight: dict[ray.ObjectRef, tuple[int, Any]] = {}  # sample request -> (worker index, actor)
@@ -102,6 +103,13 @@ class WorkerGroup:
             )
         for index in range(1, num_workers + 1):
             self.actors[index] = self._take_or_start(index)
+
+    def placement(self) -> str:
+        """Where the actors run, by node ("in the learner" for the in-process worker)."""
+        if self.local is not None:
+            return "in the learner"
+        counts = Counter(self.nodes.values())
+        return ", ".join(f"{node}: {n} actor{'s' if n > 1 else ''}" for node, n in sorted(counts.items()))
 
     @property
     def weights_version(self) -> int:
@@ -181,6 +189,7 @@ class WorkerGroup:
             if self.start_s is None:
                 self.start_s = time.perf_counter() - self._created - fragment["sample_time_s"]
             self._failures.pop(index, None)
+            self.nodes[index] = fragment["node"]
             fragments.append(fragment)
             if queue_depth:
                 self._submit(index, num_steps)
