@@ -65,8 +65,9 @@ import torch
 from torch import nn
 
 from algorithms.flat_adam import FlatAdam
+from algorithms.numpy_policy import NumpyActorCritic, make_numpy_actor_critic
 from algorithms.ppo_numpy import NumpyPPOUpdate, covers
-from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check
+from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check, concat_fragments
 
 PPO_DEFAULTS: dict[str, Any] = {
     # sampling (num_workers, num_envs_per_worker, train_batch_size, sample_async: trainer.py)
@@ -84,6 +85,9 @@ PPO_DEFAULTS: dict[str, Any] = {
     "vf_loss_coeff": 0.5,
     "entropy_coeff": 0.0,
     "normalize_advantages": True,
+    # fragments sampled with older weights (asynchronous sampling): the surrogate's ratio is taken
+    # against the current policy and each sample weighted by pi_current / pi_behaviour, clipped here
+    "is_ratio_clip": 2.0,
     # the network: separate policy and value MLPs of these sizes
     "hidden_sizes": [64, 64],
     "activation": "tanh",
@@ -93,12 +97,6 @@ PPO_DEFAULTS: dict[str, Any] = {
 }
 
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
-_NUMPY_ACTIVATIONS = {  # f(x, out=x): in place
-    "tanh": np.tanh,
-    "relu": lambda x, out: np.maximum(x, 0, out=out),
-    "elu": lambda x, out: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
-    "silu": lambda x, out: np.divide(x, 1 + np.exp(-x), out=out),
-}
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -149,12 +147,9 @@ class ActorCritic(nn.Module):
             if sde:
                 raise ValueError("config key 'use_sde': state-dependent exploration needs a Box action space")
             self.num_outputs = int(action_space.n)
-            self._action_start = int(action_space.start)
         elif isinstance(action_space, gym.spaces.Box):
             self.num_outputs = int(np.prod(action_space.shape))
             self._action_shape = action_space.shape
-            self._low = action_space.low.reshape(-1).astype(np.float32)
-            self._high = action_space.high.reshape(-1).astype(np.float32)
             # one log std per action, or with gSDE per (last hidden feature, action)
             std_shape = (hidden_sizes[-1], self.num_outputs) if sde else (self.num_outputs,)
             self.log_std = nn.Parameter(torch.zeros(std_shape))
@@ -164,11 +159,10 @@ class ActorCritic(nn.Module):
         sizes = [obs_dim] + list(hidden_sizes) + [self.num_outputs]
         self.weights = nn.ParameterList(nn.Parameter(torch.empty(2, i, o)) for i, o in zip(sizes[:-1], sizes[1:]))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(2, 1, o)) for o in sizes[1:])
+        self.hidden_sizes = list(hidden_sizes)
         self._layers: Any = None  # plain references, see _tensors()
-        self._numpy_layers: Any = None
-        self._arange = np.arange(0)
-        self._noise: np.ndarray | None = None  # gSDE exploration matrices, one per env (rollouts)
-        self._noise_steps = 0
+        self._numpy: NumpyActorCritic | None = None
+        self._numpy_storage = 0
 
     def reset_parameters(self, generator: torch.Generator) -> None:
         """Orthogonal init as in SB3 and CleanRL: sqrt(2) hidden, 0.01 policy output, 1 value output."""
@@ -225,87 +219,45 @@ class ActorCritic(nn.Module):
         return logp, entropy, values
 
     # -- rollout side: numpy in, numpy out -------------------------------------------------
+    def numpy_policy(self) -> NumpyActorCritic:
+        """This network's rollout side in numpy, on zero-copy views of these very parameters (made
+        again when the parameters move to new storage, as FlatAdam moves them)."""
+        storage = self._tensors()[0][0].data_ptr()
+        if self._numpy is None or storage != self._numpy_storage:
+            arrays = {name: p.detach().numpy() for name, p in self.named_parameters()}
+            self._numpy, self._numpy_storage = NumpyActorCritic(**self.numpy_kwargs(), arrays=arrays), storage
+        return self._numpy
+
+    def numpy_kwargs(self) -> dict[str, Any]:
+        """How a rollout actor builds this network's rollout side without torch."""
+        return {"obs_dim": self.obs_dim, "action_space": self.action_space, "hidden_sizes": list(self.hidden_sizes),
+                "activation": self.activation, "sde": self.sde, "sde_sample_freq": self.sde_sample_freq}
+
     def act(
         self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(env actions, actions, log-probabilities, values) for a batch of encoded observations.
 
-        One batched call for all of a worker's envs. With ``inference="numpy"`` (the default)
-        the network runs in numpy on zero-copy views of these very torch parameters: for a
-        64-wide MLP, torch's per-call dispatch costs as much as stepping CartPole's vectorised
-        env; numpy's calls are cheaper (``benchmarks/sampling.py`` prints both). ``new_noise``
-        draws new gSDE exploration matrices first.
+        With ``inference="numpy"`` (the default) the network runs in numpy
+        (``algorithms/numpy_policy.py``); with ``"torch"`` its forward pass runs in torch.
+        ``new_noise`` draws new gSDE exploration matrices first.
         """
+        numpy_policy = self.numpy_policy()
         if self.inference == "numpy":
-            pi_out, values, features = self._forward_numpy(obs)
-        else:
-            with torch.no_grad():
-                pi_t, values_t, features_t = self(torch.from_numpy(obs))
-            pi_out, values, features = pi_t.numpy(), values_t.numpy(), features_t.numpy()
-        if self.discrete:
-            if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a Categorical sample
-                actions = (pi_out + rng.gumbel(size=pi_out.shape)).argmax(axis=1)
-            else:
-                actions = pi_out.argmax(axis=1)
-            logp = pi_out[self._rows(len(pi_out)), actions] - np.logaddexp.reduce(pi_out, axis=1)
-            return (actions + self._action_start if self._action_start else actions), actions, logp, values
-        log_std_param = self.log_std.detach().numpy()
-        if self.sde:
-            std = np.sqrt(np.square(features) @ np.exp(2 * log_std_param) + 1e-6)
-            if explore:
-                noise = np.matmul(features[:, None, :], self._exploration_matrices(len(obs), rng, new_noise))[:, 0]
-            else:
-                noise = np.zeros_like(pi_out)
-            eps = noise / std
-            log_std = np.log(std)
-        else:
-            log_std = log_std_param
-            eps = rng.standard_normal(pi_out.shape, dtype=np.float32) if explore else np.zeros_like(pi_out)
-            noise = np.exp(log_std) * eps
-        actions = pi_out + noise
-        logp = (-0.5 * eps * eps - log_std).sum(axis=1) - _LOG_SQRT_2PI * self.num_outputs
-        env_actions = np.clip(actions, self._low, self._high).reshape((len(obs),) + self._action_shape)
-        return env_actions, actions, logp, values
+            return numpy_policy.act(obs, rng, explore=explore, new_noise=new_noise)
+        with torch.no_grad():
+            outputs = [t.numpy() for t in self(torch.from_numpy(obs))]
+        return numpy_policy.act_on(*outputs, rng, explore=explore, new_noise=new_noise)
 
     def begin_fragment(self) -> None:
         """Called by the rollout worker before each fragment: gSDE draws new noise then (SB3)."""
-        self._noise_steps = 0
-
-    def _exploration_matrices(self, n: int, rng: np.random.Generator, new: bool) -> np.ndarray:
-        """gSDE's per-env W ~ N(0, exp(log_std)^2), redrawn every ``sde_sample_freq`` steps."""
-        if new or self._noise is None or len(self._noise) != n or self._noise_steps == 0 or (
-            self.sde_sample_freq > 0 and self._noise_steps % self.sde_sample_freq == 0
-        ):
-            std = np.exp(self.log_std.detach().numpy())
-            self._noise = (rng.standard_normal((n,) + std.shape) * std).astype(np.float32)
-        self._noise_steps += 1
-        return self._noise
-
-    def _rows(self, n: int) -> np.ndarray:
-        if len(self._arange) != n:
-            self._arange = np.arange(n)
-        return self._arange
+        self.numpy_policy().begin_fragment()
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         if self.inference == "numpy":
-            return self._forward_numpy(obs)[1]
+            return self.numpy_policy().value(obs)
         with torch.no_grad():
             return self(torch.from_numpy(obs))[1].numpy()
-
-    def _forward_numpy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``forward`` in numpy, on views that share memory with the parameters (always current)."""
-        if self._numpy_layers is None:
-            self._numpy_layers = [(w.detach().numpy(), b.detach().numpy()) for w, b in self._tensors()]
-        *hidden, (w_out, b_out) = self._numpy_layers
-        act_fn = _NUMPY_ACTIVATIONS[self.activation]
-        h = obs
-        for w, b in hidden:
-            h = np.matmul(h, w)  # (batch, in) @ (2, in, out) -> (2, batch, out)
-            h += b
-            h = act_fn(h, out=h)
-        out = np.matmul(h, w_out)
-        out += b_out
-        return out[0], out[1, :, 0], h[0]
 
     def get_weights(self) -> dict[str, np.ndarray]:
         return {k: v.detach().numpy() for k, v in self.state_dict().items()}
@@ -385,7 +337,6 @@ class PPO(DistributedTrainer):
     manual_grad = True
     _aliases = {"lambda": "lambda_"}
     _rebuild_keys = DistributedTrainer._rebuild_keys + ("hidden_sizes", "activation", "use_sde", "sde_sample_freq")
-    postprocess = staticmethod(compute_gae)
 
     # -- config ------------------------------------------------------------------------------
     @classmethod
@@ -411,6 +362,8 @@ class PPO(DistributedTrainer):
               f"must be <= train_batch_size ({c['train_batch_size']})", c["minibatch_size"])
         check(isinstance(c["normalize_advantages"], bool), "normalize_advantages", "must be True or False",
               c["normalize_advantages"])
+        check(_is_number(c["is_ratio_clip"]) and c["is_ratio_clip"] > 0, "is_ratio_clip", "must be a number > 0",
+              c["is_ratio_clip"])
         sizes = c["hidden_sizes"]
         check(isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(_is_int(s) and s >= 1 for s in sizes),
               "hidden_sizes", "must be a non-empty list of ints >= 1", sizes)
@@ -435,15 +388,54 @@ class PPO(DistributedTrainer):
         policy = make_actor_critic(**kwargs)
         self.torch_rng = torch.Generator().manual_seed(self.seed)
         policy.reset_parameters(self.torch_rng)
-        return policy, make_actor_critic, kwargs
+        # Rollout actors act in numpy and never import torch (algorithms/numpy_policy.py).
+        return policy, make_numpy_actor_critic, policy.numpy_kwargs()
 
     def build_learner(self) -> None:
         self._params = list(self.policy.parameters())
         self.optimizer = FlatAdam(self._params, lr=self.cfg["lr"], eps=1e-5)
         self._numpy_update = NumpyPPOUpdate(self.policy, self.optimizer) if covers(self.policy) else None
 
-    def postprocess_kwargs(self) -> dict[str, Any]:
-        return {"gamma": float(self.cfg["gamma"]), "lambda_": float(self.cfg["lambda_"])}
+    # -- from fragments to a train batch --------------------------------------------------------
+    def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
+        """GAE over each fragment, in the learner. A fragment sampled with older weights (the
+        asynchronous case) is judged by the current policy first (see :meth:`_correct_stale`)."""
+        current = self.workers.weights_version
+        batches = []
+        for fragment in fragments:
+            stale = fragment["weights_version"] is not None and fragment["weights_version"] != current
+            is_weight = self._correct_stale(fragment) if stale else None
+            batch = compute_gae(fragment, float(self.cfg["gamma"]), float(self.cfg["lambda_"]))
+            batch["is_weight"] = is_weight if is_weight is not None else np.ones(batch["env_steps"], np.float32)
+            batch["stale_steps"] = batch["env_steps"] if stale else 0
+            batches.append(batch)
+        return concat_fragments(batches)
+
+    def _correct_stale(self, fragment: dict[str, Any]) -> np.ndarray:
+        """Make a fragment sampled with older weights one the current policy can learn from.
+
+        Decoupled PPO (Hilton et al. 2021), as APPO does with its importance ratio: the values
+        (and so the advantages and value targets) are the current value function's, the clipped
+        ratio is taken against the current policy ``pi`` rather than the behaviour policy ``mu``
+        that sampled the fragment, so the update is trusted around where the learner is, and each
+        transition is weighted by ``min(pi(a|s) / mu(a|s), is_ratio_clip)`` for the distribution
+        it was drawn from. Updates ``fragment`` in place (``logp``, ``values``, ``last_values``);
+        returns the weights of its valid transitions, flat.
+        """
+        T, N = fragment["valid"].shape
+        obs = torch.from_numpy(fragment["obs"].reshape(T * N, -1).copy())  # Ray hands read-only arrays
+        actions = fragment["actions"].reshape(T * N, -1)
+        actions_t = torch.from_numpy(actions[:, 0].astype(np.int64) if self.policy.discrete
+                                     else np.ascontiguousarray(actions, dtype=np.float32))
+        with torch.no_grad():
+            logp, _, values = self.policy.evaluate(obs, actions_t, with_entropy=False)
+        behaviour_logp = fragment["logp"]
+        fragment["logp"] = logp.numpy().reshape(T, N)
+        fragment["values"] = values.numpy().reshape(T, N)
+        fragment["last_values"] = self.policy.value(np.asarray(fragment["last_obs"], dtype=np.float32))
+        mask = fragment["valid"].reshape(-1)
+        log_ratio = (fragment["logp"] - behaviour_logp).reshape(-1)[mask]
+        return np.minimum(np.exp(log_ratio), self.cfg["is_ratio_clip"]).astype(np.float32)
 
     # -- learning rate ---------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -461,6 +453,8 @@ class PPO(DistributedTrainer):
         advantages = batch["advantages"]
         if c["normalize_advantages"] and len(advantages) > 1:  # over the train batch, as RLlib
             advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
+        if batch["stale_steps"]:  # the off-policy weights of stale fragments (see _correct_stale)
+            advantages = advantages * batch["is_weight"]
         n = len(advantages)
         num_minibatches = max(1, round(n / c["minibatch_size"]))
         bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
@@ -503,6 +497,8 @@ class PPO(DistributedTrainer):
             "clip_fraction": clip_fraction,
             "cur_lr": self.optimizer.lr,
             "num_sgd_updates": len(policy_losses),
+            "stale_fraction": batch["stale_steps"] / max(n, 1),
+            "is_weight_mean": float(batch["is_weight"].mean()) if n else 1.0,
         }
 
     def _numpy_step(self, minibatch: list[np.ndarray]) -> tuple[float, float, np.ndarray, np.ndarray]:

@@ -2,9 +2,10 @@
 
 A ``RolloutWorker`` owns ``num_envs`` environments behind gymnasium's vector API and a copy of
 the policy. ``sample(num_steps)`` steps all of them ``num_steps`` times, choosing the actions of
-every environment in one torch call (one thread, no autograd) and keeping everything numpy; the
-fragment it returns is post-processed in the worker (advantages, for PPO) and holds only real
-transitions, flattened, plus the episodes that completed in it.
+every environment in one policy call (numpy for the built-in network) and keeping everything
+numpy; the fragment it returns holds the (time, env) arrays as sampled and the episodes that
+completed in it. The learner turns fragments into a train batch (advantages, for PPO), so that a
+fragment sampled with older weights is judged by the current value function.
 
 Vector environments run in gymnasium 1.x's ``NEXT_STEP`` autoreset mode, the mode of gymnasium's
 own vectorised CartPole and the default of ``SyncVectorEnv``: the step that ends an episode
@@ -20,6 +21,7 @@ ignores its action and returns the first observation of the new episode with rew
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Callable, Mapping
 
@@ -178,19 +180,54 @@ def env_spaces(env: str | EnvCreator, env_config: Mapping[str, Any]) -> tuple[gy
         envs.close()
 
 
+def _node_address() -> str:
+    """The address of the Ray node this process runs on ("local" outside Ray)."""
+    import ray
+
+    return ray.util.get_node_ip_address() if ray.is_initialized() else "local"
+
+
 class RolloutWorker:
     """Samples fragments from ``num_envs`` vector environments with its own copy of the policy.
 
     ``policy_factory(**policy_kwargs)`` builds the policy: an object with
     ``act(obs, rng) -> (env_actions, actions, logp, values)`` and ``value(obs) -> values`` on numpy
-    arrays, and ``load_weights(dict of numpy arrays)``. ``postprocess(fragment, **kwargs)`` turns
-    the (time, env) arrays of a fragment into the flat batch returned to the learner.
+    arrays, and ``load_weights(dict of numpy arrays)``. A fragment goes back to the learner as it
+    was sampled, (time, env) arrays and the episodes that ended in it; the learner computes the
+    advantages, with its own current value function when the fragment's weights are behind.
 
-    As a Ray actor it runs torch with one thread; in the learner's process (``num_workers=0``)
-    it leaves the process's torch settings alone and may share the learner's policy object.
+    As a Ray actor it may outlive its trial: :meth:`configure` readies it for the next trial of
+    the sweep (new seeds, weights, env config), which costs far less than a new process. A
+    torch policy runs with one thread here; the built-in policy acts in numpy, and torch is never
+    imported (it costs a new actor more than anything else it does). In the learner's process
+    (``num_workers=0``) the worker leaves the process's settings alone and shares the learner's
+    policy object.
     """
 
-    def __init__(
+    def __init__(self, **settings: Any) -> None:
+        self.envs: Any = None
+        self._env_key: Any = None
+        self._configure_error: BaseException | None = None
+        self._abort_upto = -1  # requests numbered at or below this return at once, with nothing
+        self._configure(**settings)
+
+    def abort(self, upto: int) -> None:
+        """Cut short the requests numbered ``upto`` or below, running or queued: their trainer
+        stopped, and the next trial wants this actor now. Called in a concurrency group of its own
+        while ``sample`` runs (see ``algorithms/worker_group.py``)."""
+        self._abort_upto = max(self._abort_upto, upto)
+
+    def configure(self, **settings: Any) -> None:
+        """Ready the worker for a (new) trial: see :meth:`_configure`. A failure is raised again by
+        every ``sample`` until a configure succeeds (its caller does not wait for this call)."""
+        try:
+            self._configure(**settings)
+            self._configure_error = None
+        except BaseException as exc:
+            self._configure_error = exc
+            raise
+
+    def _configure(
         self,
         *,
         env: str | EnvCreator,
@@ -198,22 +235,27 @@ class RolloutWorker:
         num_envs: int,
         policy_factory: Callable[..., Any],
         policy_kwargs: Mapping[str, Any],
-        postprocess: Callable[..., dict[str, np.ndarray]],
-        seed: int,
+        seed: int | None,
         worker_index: int = 0,
         single_thread: bool = True,
         policy: Any = None,
     ) -> None:
-        if single_thread:
-            import torch
-
-            torch.set_num_threads(1)
+        """Ready the worker for a (new) trial: its envs (kept when the env and its config are the
+        same as the last trial's), a policy whose weights arrive with the first request, and seeds."""
         self.worker_index = worker_index
-        self.envs = make_vector_env(env, env_config, num_envs, worker_index)
+        self.node = _node_address()
+        env_key = (env if isinstance(env, str) else id(env), repr(sorted(env_config.items())), num_envs, worker_index)
+        if self.envs is None or env_key != self._env_key:
+            if self.envs is not None:
+                self.envs.close()
+            self.envs = make_vector_env(env, env_config, num_envs, worker_index)
+            self._env_key = env_key
         self.num_envs = num_envs
         self.encode = ObsEncoder(self.envs.single_observation_space)
+        self._shares_policy = policy is not None  # the learner's own: its fragments are always current
         self.policy = policy if policy is not None else policy_factory(**policy_kwargs)
-        self.postprocess = postprocess
+        if single_thread and "torch" in sys.modules:  # a torch policy: one thread per rollout actor
+            sys.modules["torch"].set_num_threads(1)
         self.weights_version = -1
         self.rng = np.random.default_rng(None if seed is None else [seed, worker_index])
         env_seed = None if seed is None else (seed * 1_000_003 + worker_index * 10_007) % 2**31
@@ -224,25 +266,26 @@ class RolloutWorker:
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
 
     # -- the actor's interface -----------------------------------------------------------
-    def ping(self) -> int:
-        return self.worker_index
-
     def set_weights(self, version: int, weights: Mapping[str, np.ndarray]) -> None:
         self.policy.load_weights(weights)
         self.weights_version = version
 
     def sample(
-        self,
-        num_steps: int,
-        weights_version: int | None = None,
-        weights_box: list[Any] | None = None,
-        postprocess_kwargs: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        """Step every env ``num_steps`` times; returns the post-processed flat batch and stats.
+        self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
+        request: int | None = None,
+    ) -> dict[str, Any] | None:
+        """Step every env ``num_steps`` times; returns the fragment (see :meth:`_run`) and stats,
+        or None when request number ``request`` was aborted (unnumbered requests never are).
 
         ``weights_box`` is ``[ObjectRef]`` of the learner's weights (boxed so Ray does not fetch
         it when this worker already holds ``weights_version``).
         """
+        if request is not None and request <= self._abort_upto:
+            return None
+        if self._configure_error is not None:
+            raise RuntimeError(
+                f"rollout worker {self.worker_index} could not be set up for this trial: {self._configure_error!r}"
+            ) from self._configure_error
         if weights_version is not None and weights_version != self.weights_version and weights_box:
             import ray
 
@@ -251,20 +294,26 @@ class RolloutWorker:
                 weights = ray.get(weights)
             self.set_weights(weights_version, weights)
         start = time.perf_counter()
-        fragment = self._run(num_steps)
-        batch = self.postprocess(fragment, **(postprocess_kwargs or {}))
-        batch["sample_time_s"] = time.perf_counter() - start
-        batch["weights_version"] = self.weights_version
-        batch["worker_index"] = self.worker_index
-        return batch
+        fragment = self._run(num_steps, request)
+        if fragment is None:
+            return None
+        fragment["sample_time_s"] = time.perf_counter() - start
+        fragment["weights_version"] = None if self._shares_policy else self.weights_version
+        fragment["worker_index"] = self.worker_index
+        fragment["node"] = self.node
+        return fragment
 
     def close(self) -> None:
         self.envs.close()
 
     # -- the sampling loop -------------------------------------------------------------------
-    def _run(self, T: int) -> dict[str, Any]:
-        import torch
-
+    def _run(self, T: int, request: int | None = None) -> dict[str, Any] | None:
+        """The fragment: (T, N) arrays of observations, actions, the behaviour policy's
+        log-probabilities and values, rewards, terminated/truncated flags and ``valid`` (False
+        at NEXT_STEP reset steps), the last observation and its value, and the returns and lengths
+        of the episodes that ended in it. None if the request was aborted meanwhile: the worker's
+        episode bookkeeping is then behind its envs, and it is configured anew before it samples
+        again (an abort only ever comes when its trainer stops)."""
         N = self.num_envs
         envs, policy, encode, rng = self.envs, self.policy, self.encode, self.rng
         obs_buf = np.empty((T, N, encode.dim), dtype=np.float32)
@@ -279,17 +328,19 @@ class RolloutWorker:
         if begin_fragment is not None:
             begin_fragment()
         # The hot loop: one policy call and one vector-env step per iteration, nothing else.
-        with torch.no_grad():
-            for t in range(T):
-                obs_buf[t] = obs
-                env_actions, actions, logp_buf[t], value_buf[t] = policy.act(obs, rng)
-                if actions_buf is None:
-                    actions_buf = np.empty((T,) + actions.shape, dtype=actions.dtype)
-                actions_buf[t] = actions
-                obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
-                if not identity:
-                    obs = encode(obs)
-            last_values = policy.value(obs)  # V(last obs): bootstrap at the fragment's end
+        abortable = request is not None
+        for t in range(T):
+            if abortable and request <= self._abort_upto:
+                return None
+            obs_buf[t] = obs
+            env_actions, actions, logp_buf[t], value_buf[t] = policy.act(obs, rng)
+            if actions_buf is None:
+                actions_buf = np.empty((T,) + actions.shape, dtype=actions.dtype)
+            actions_buf[t] = actions
+            obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
+            if not identity:
+                obs = encode(obs)
+        last_values = policy.value(obs)  # V(last obs): bootstrap at the fragment's end
         self.obs = obs
         done = term_buf | trunc_buf
         valid = np.empty((T, N), dtype=bool)  # False at NEXT_STEP reset steps
@@ -307,6 +358,7 @@ class RolloutWorker:
             "truncated": trunc_buf,
             "valid": valid,
             "last_values": last_values,
+            "last_obs": obs,
             "episode_returns": returns,
             "episode_lens": lens,
         }

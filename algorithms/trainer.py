@@ -7,46 +7,42 @@ subclass (``algorithms/ppo.py``):
 * ``default_resource_request``: bundle 0 for the learner (the trial actor), one bundle per
   rollout actor, so a trial reserves its workers' CPUs atomically with its own and a sweep of
   trainers never deadlocks; the actors are placed into those bundles of the trial's group;
-* a ``WorkerGroup`` of rollout actors (or, with ``num_workers=0``, one rollout worker in the
-  learner's process), weights broadcast with one ``ray.put`` per iteration, synchronous or
-  asynchronous fragment collection, and replacement of an actor that died;
+* a ``WorkerGroup`` of rollout actors (``algorithms/worker_group.py``: or, with
+  ``num_workers=0``, one rollout worker in the learner's process), reused from trial to trial of
+  a sweep, weights broadcast with one ``ray.put`` per iteration, synchronous or asynchronous
+  fragment collection, and replacement of an actor that died;
 * the metric window (the last 100 completed episodes), counters, timings and checkpoints.
 
-A subclass provides ``build_policy``, ``postprocess`` (a module-level function, run in the rollout
-workers) and its keyword arguments, ``learn_on_batch``, and the state of its learner.
+A subclass provides ``build_policy``, ``postprocess_fragments`` (the train batch made of the
+fragments, in the learner), ``learn_on_batch``, and the state of its learner.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import math
 import os
 import time
-from collections import Counter
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
-import ray
 import torch
-from ray.exceptions import RayActorError
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from algorithms.rollout import EpisodeWindow, RolloutWorker, env_spaces, publish_env_creators, resolve_env
+from algorithms import layout
+from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
+from algorithms.worker_group import WorkerGroup
 from tuner.trainable.trainable import Trainable
 
-logger = logging.getLogger(__name__)
 
 STATE_FILE = "trainer_state.pt"
-#: How many times in a row one worker slot may die before the trial gives up.
-MAX_CONSECUTIVE_WORKER_FAILURES = 3
-
 #: Keys every distributed trainer understands, with their defaults (why: algorithms/ppo.py).
 COMMON_DEFAULTS: dict[str, Any] = {
     # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
     "env": None,
     "env_config": {},  # keyword arguments of gym.make, or the creator's argument
-    "num_workers": 0,  # rollout actors; 0: sample in the learner's process
+    # rollout actors; 0: sample in the learner's process; "auto": decided from a timing of the env
+    # (algorithms/layout.py), which then also sets num_envs_per_worker, sample_async, num_cpus_per_worker
+    "num_workers": 0,
     "num_envs_per_worker": 16,  # envs of each rollout worker, stepped as one vector env
     # env steps per iteration: every env steps ceil(train_batch_size / (workers * envs)) times;
     # a NEXT_STEP autoreset step takes a slot but is no transition, so slightly fewer are trained on
@@ -57,6 +53,18 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
     "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
 }
+
+
+#: The resolved config's note on how ``num_workers="auto"`` was decided (not a config key).
+LAYOUT_REASON = "_layout_reason"
+
+
+def sampling_layout(config: Mapping[str, Any]) -> str:
+    """Where a trainer with this resolved config samples, in a few words."""
+    if config["num_workers"] == 0:
+        return f"in the learner: {config['num_envs_per_worker']} envs"
+    mode = "async" if config["sample_async"] else "sync"
+    return f"{config['num_workers']} rollout actors x {config['num_envs_per_worker']} envs, {mode}"
 
 
 def _is_int(value: Any) -> bool:
@@ -73,171 +81,13 @@ def check(ok: bool, key: str, message: str, value: Any) -> None:
         raise ValueError(f"config key '{key}': {message}, got {value!r}")
 
 
-_RemoteRolloutWorker = ray.remote(max_restarts=0, max_task_retries=0)(RolloutWorker)
-
-
-class WorkerGroup:
-    """The rollout workers of one trainer and the fragments they are sampling.
-
-    ``num_workers == 0``: one ``RolloutWorker`` in this process that acts with the learner's own
-    policy object (no weight copies). Otherwise ``num_workers`` Ray actors, actor ``i`` in bundle
-    ``i`` of the current placement group (bundle 0 is the learner's), each holding one sample
-    request at most; a request's weights travel as ``[ObjectRef]``, so an actor fetches them only
-    when their version changed.
-    """
-
-    def __init__(
-        self,
-        *,
-        worker_kwargs: dict[str, Any],
-        num_workers: int,
-        num_cpus_per_worker: float,
-        local_policy: Any,
-    ) -> None:
-        self._kwargs = worker_kwargs
-        self.num_workers = num_workers
-        self._cpus = float(num_cpus_per_worker)
-        self.num_restarts = 0
-        self._failures: dict[int, int] = {}
-        self.local: RolloutWorker | None = None
-        self.actors: dict[int, Any] = {}
-        self._inflight: dict[ray.ObjectRef, tuple[int, Any]] = {}  # sample request -> (worker index, actor)
-        self._version = 0
-        self._weights_ref: Any = None
-        self._pg = None
-        if num_workers == 0:
-            self.local = RolloutWorker(**worker_kwargs, worker_index=0, single_thread=False, policy=local_policy)
-            return
-        publish_env_creators()
-        self._pg = ray.util.get_current_placement_group()
-        if self._pg is not None and self._cpus > 0 and len(self._pg.bundle_specs) < num_workers + 1:
-            raise ValueError(
-                f"num_workers={num_workers}: the trial's placement group has {len(self._pg.bundle_specs)} "
-                f"bundles but needs {num_workers + 1} (one for the learner, one per rollout actor); leave "
-                f"resources_per_trial unset so the trainer's default_resource_request is used"
-            )
-        for index in range(1, num_workers + 1):
-            self.actors[index] = self._start_actor(index)
-
-    # -- actors ----------------------------------------------------------------------------
-    def _start_actor(self, index: int) -> Any:
-        options: dict[str, Any] = {"num_cpus": self._cpus}
-        if self._pg is not None:
-            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=self._pg,
-                placement_group_bundle_index=index if self._cpus > 0 else -1,
-            )
-        kwargs = dict(self._kwargs)
-        if self.num_restarts and kwargs.get("seed") is not None:
-            kwargs["seed"] = kwargs["seed"] + 100_003 * self.num_restarts  # a replacement gets new streams
-        return _RemoteRolloutWorker.options(**options).remote(**kwargs, worker_index=index)
-
-    def _replace(self, index: int, error: BaseException) -> None:
-        if getattr(error, "_actor_init_failed", False):  # its __init__ raised: a new one would too
-            raise RuntimeError(f"rollout worker {index} could not start: {error}") from error
-        failures = self._failures.get(index, 0) + 1
-        self._failures[index] = failures
-        if failures > MAX_CONSECUTIVE_WORKER_FAILURES:
-            raise RuntimeError(f"rollout worker {index} died {failures} times in a row; last error: {error}") from error
-        logger.warning("rollout worker %d died; starting a replacement (%s)", index, str(error).splitlines()[0][:200])
-        try:
-            ray.kill(self.actors[index])
-        except Exception:  # noqa: BLE001 - already gone
-            pass
-        self.num_restarts += 1
-        self.actors[index] = self._start_actor(index)
-
-    # -- weights ---------------------------------------------------------------------------
-    def set_weights(self, weights: Callable[[], Mapping[str, np.ndarray]]) -> None:
-        """Publish new weights: one ``ray.put``; requests made from now on carry them."""
-        self._version += 1
-        if self.actors:
-            self._weights_ref = ray.put(dict(weights()))
-
-    # -- sampling -------------------------------------------------------------------------
-    def _submit(self, index: int, num_steps: int, postprocess_kwargs: Mapping[str, Any]) -> None:
-        actor = self.actors[index]
-        ref = actor.sample.remote(num_steps, self._version, [self._weights_ref], dict(postprocess_kwargs))
-        self._inflight[ref] = (index, actor)
-
-    def _collect(
-        self, num_steps: int, postprocess_kwargs: Mapping[str, Any], want: int, queue_depth: int
-    ) -> list[dict[str, Any]]:
-        """Fragments as they arrive, until ``want`` of them; a dead actor is replaced and asked again.
-
-        ``queue_depth`` 0: synchronous, nothing is resubmitted; else each actor's queue is kept
-        at that many requests."""
-        batches: list[dict[str, Any]] = []
-        while len(batches) < want:
-            ready, _ = ray.wait(list(self._inflight), num_returns=1)
-            ref = ready[0]
-            index, actor = self._inflight.pop(ref)
-            try:
-                batch = ray.get(ref)
-            except RayActorError as exc:
-                if self.actors.get(index) is not actor:
-                    continue  # another request of an actor already replaced
-                self._replace(index, exc)
-                for _ in range(max(1, queue_depth)):
-                    self._submit(index, num_steps, postprocess_kwargs)
-                continue
-            self._failures.pop(index, None)
-            batches.append(batch)
-            if queue_depth:
-                self._submit(index, num_steps, postprocess_kwargs)
-        return batches
-
-    def sample(
-        self,
-        num_steps: int,
-        num_fragments: int,
-        postprocess_kwargs: Mapping[str, Any],
-        asynchronous: bool,
-        requests_per_worker: int = 1,
-    ) -> list[dict[str, Any]]:
-        """``num_fragments`` fragments of ``num_steps`` vector steps each.
-
-        Synchronous: every actor samples one fragment with the current weights; the call returns
-        when all have arrived. Asynchronous: every actor always has ``requests_per_worker``
-        requests queued; the first ``num_fragments`` fragments to arrive are taken and their
-        actors asked for another at once (with the weights published last), so a slow
-        environment delays only its own fragments. With 2 requests queued, an actor that
-        finishes while the learner learns starts its next fragment at once instead of waiting
-        to be asked (RLlib's APPO default), at the price of fragments one more iteration's
-        weights behind; the PPO ratio is taken against the sampling policy's log-probabilities,
-        so stale fragments are corrected for, but they teach less.
-        """
-        if self.local is not None:
-            return [self.local.sample(num_steps, None, None, postprocess_kwargs) for _ in range(num_fragments)]
-        if asynchronous:
-            queued = Counter(index for index, _ in self._inflight.values())
-            for index in self.actors:
-                for _ in range(requests_per_worker - queued[index]):
-                    self._submit(index, num_steps, postprocess_kwargs)
-            return self._collect(num_steps, postprocess_kwargs, num_fragments, queue_depth=requests_per_worker)
-        for index in self.actors:
-            self._submit(index, num_steps, postprocess_kwargs)
-        return self._collect(num_steps, postprocess_kwargs, len(self.actors), queue_depth=0)
-
-    def stop(self) -> None:
-        if self.local is not None:
-            self.local.close()
-        for actor in self.actors.values():
-            try:
-                ray.kill(actor)
-            except Exception:  # noqa: BLE001
-                pass
-        self.actors.clear()
-        self._inflight.clear()
-
-
 class DistributedTrainer(Trainable):
     """A ``Trainable`` whose ``step()`` samples from its rollout workers, then learns.
 
     Subclasses set ``_name``, ``_defaults`` (their own keys and defaults) and ``_aliases``, and
-    implement ``validate_algorithm_config``, ``build_policy``, ``postprocess``,
-    ``postprocess_kwargs``, ``build_learner``, ``learn_on_batch``, ``learner_state`` /
-    ``load_learner_state`` and ``reset_algorithm_config``.
+    implement ``validate_algorithm_config``, ``build_policy``, ``postprocess_fragments``,
+    ``build_learner``, ``learn_on_batch``, ``learner_state`` / ``load_learner_state`` and
+    ``reset_algorithm_config``.
     """
 
     _name: ClassVar[str] = "Trainer"
@@ -270,6 +120,8 @@ class DistributedTrainer(Trainable):
             given[name] = value
         resolved.update(given)
         cls._validate_common(resolved)
+        if resolved["num_workers"] == "auto":
+            resolved[LAYOUT_REASON] = layout.resolve(resolved, given)
         cls.validate_algorithm_config(resolved, given)
         return resolved
 
@@ -279,7 +131,8 @@ class DistributedTrainer(Trainable):
         check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
               "algorithms.register_env, or a creator function", env)
         check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
-        check(_is_int(c["num_workers"]) and c["num_workers"] >= 0, "num_workers", "must be an int >= 0", c["num_workers"])
+        check(c["num_workers"] == "auto" or (_is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
+              "must be an int >= 0 or 'auto'", c["num_workers"])
         check(_is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
               "must be an int >= 1", c["num_envs_per_worker"])
         check(_is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
@@ -317,10 +170,12 @@ class DistributedTrainer(Trainable):
         """Return (policy, factory, kwargs): the learner's policy and how workers build their copy."""
         raise NotImplementedError
 
-    postprocess: ClassVar[Callable[..., dict[str, Any]]]
-
-    def postprocess_kwargs(self) -> dict[str, Any]:
-        return {}
+    def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
+        """The train batch made of the fragments the workers returned (see ``RolloutWorker._run``):
+        flat arrays of the transitions to learn from, plus ``env_steps``, ``episode_returns`` and
+        ``episode_lens``. A fragment's ``weights_version`` below ``self.workers.weights_version``
+        was sampled with older weights."""
+        raise NotImplementedError
 
     def build_learner(self) -> None:
         """Create the optimiser and whatever else ``learn_on_batch`` needs."""
@@ -350,6 +205,7 @@ class DistributedTrainer(Trainable):
         self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
         self.build_learner()
         self.env_steps_total = 0
+        self._layout = sampling_layout(c)
         self.window = EpisodeWindow(100)
         self.workers = WorkerGroup(
             worker_kwargs=dict(
@@ -358,7 +214,6 @@ class DistributedTrainer(Trainable):
                 num_envs=c["num_envs_per_worker"],
                 policy_factory=factory,
                 policy_kwargs=policy_kwargs,
-                postprocess=type(self).postprocess,
                 seed=self.seed,
             ),
             num_workers=c["num_workers"],
@@ -384,15 +239,12 @@ class DistributedTrainer(Trainable):
     def step(self) -> dict[str, Any]:
         start = time.perf_counter()
         num_steps, num_fragments = self.fragment_length()
+        first = self.workers.start_s is None
         fragments = self.workers.sample(
-            num_steps,
-            num_fragments,
-            self.postprocess_kwargs(),
-            self.cfg["sample_async"],
-            self.cfg["max_requests_in_flight_per_worker"],
+            num_steps, num_fragments, self.cfg["sample_async"], self.cfg["max_requests_in_flight_per_worker"]
         )
-        batch = concat_fragments(fragments)
         sampled = time.perf_counter()
+        batch = self.postprocess_fragments(fragments)
         env_steps = int(batch["env_steps"])
         self.env_steps_total += env_steps
         self.window.add(batch["episode_returns"], batch["episode_lens"])
@@ -409,7 +261,14 @@ class DistributedTrainer(Trainable):
             "sample_time_s": sampled - start,
             "learn_time_s": end - sampled,
             "num_worker_restarts": self.workers.num_restarts,
+            "sampling_layout": self._layout,
+            "rollout_nodes": self.workers.placement(),
         }
+        if LAYOUT_REASON in self.cfg:
+            result["sampling_layout_reason"] = self.cfg[LAYOUT_REASON]
+        if first:  # how the rollout actors started: reused from the last trial, or new processes
+            result.update(worker_start_time_s=self.workers.start_s or 0.0, num_workers_reused=self.workers.reused,
+                          num_workers_started=self.workers.started)
         result.update(learn_metrics)
         return result
 
@@ -482,7 +341,7 @@ def concat_fragments(fragments: list[dict[str, Any]]) -> dict[str, Any]:
     for key, value in fragments[0].items():
         if isinstance(value, np.ndarray):
             out[key] = np.concatenate([f[key] for f in fragments])
-        elif key in ("env_steps", "slots"):
+        elif key in ("env_steps", "slots", "stale_steps"):
             out[key] = sum(f[key] for f in fragments)
         elif key == "sample_time_s":
             out[key] = max(f[key] for f in fragments)

@@ -55,26 +55,22 @@ class RawStepper:
 
 
 def _worker_kwargs(num_envs: int, seed: int, inference: str) -> dict:
+    """A rollout worker as the PPO trainer makes it: numpy inference (torch never imported), or
+    the torch network's forward pass."""
     import gymnasium as gym
 
-    from algorithms.ppo import PPO, compute_gae, make_actor_critic
+    from algorithms.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo import PPO, make_actor_critic
 
     config = PPO.resolve_config({"env": "CartPole-v1"})
-    return {
-        "env": "CartPole-v1",
-        "env_config": {},
-        "num_envs": num_envs,
-        "policy_factory": make_actor_critic,
-        "policy_kwargs": {
-            "obs_dim": 4,
-            "action_space": gym.spaces.Discrete(2),
-            "hidden_sizes": config["hidden_sizes"],
-            "activation": config["activation"],
-            "inference": inference,
-        },
-        "postprocess": compute_gae,
-        "seed": seed,
-    }
+    kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": config["hidden_sizes"],
+              "activation": config["activation"]}
+    if inference == "numpy":
+        factory = make_numpy_actor_critic
+    else:
+        factory, kwargs = make_actor_critic, {**kwargs, "inference": "torch"}
+    return {"env": "CartPole-v1", "env_config": {}, "num_envs": num_envs, "policy_factory": factory,
+            "policy_kwargs": kwargs, "seed": seed}
 
 
 def _weights() -> dict:
@@ -96,10 +92,9 @@ def measure(kind: str, actors: list, num_steps: int, num_envs: int, weights_ref)
         per_actor = [steps / seconds for steps, seconds in outs]
         total_steps = sum(steps for steps, _ in outs)
     else:
-        kwargs = {"gamma": 0.99, "lambda_": 0.95}
-        outs = ray.get([a.sample.remote(num_steps, 1, [weights_ref], kwargs) for a in actors])
-        per_actor = [b["slots"] / b["sample_time_s"] for b in outs]
-        total_steps = sum(b["slots"] for b in outs)
+        outs = ray.get([a.sample.remote(num_steps, 1, [weights_ref]) for a in actors])
+        per_actor = [b["valid"].size / b["sample_time_s"] for b in outs]
+        total_steps = sum(b["valid"].size for b in outs)
     wall = time.perf_counter() - start
     return statistics.median(per_actor), total_steps / wall
 
@@ -114,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.filterwarnings("ignore")
     from algorithms.ppo import PPO
-    from algorithms.trainer import _RemoteRolloutWorker
+    from algorithms.worker_group import _RemoteRolloutWorker
 
     num_envs = args.envs or PPO.default_config()["num_envs_per_worker"]
     cpus = os.cpu_count() or 1

@@ -1,29 +1,43 @@
-"""The README's main job: an ASHA sweep of distributed PPO on CartPole-v1, stored in SQLite.
+"""The README's main job: an ASHA sweep of distributed PPO trials on a slow simulator, in SQLite.
 
-Eight PPO trials (each a Ray actor with its own rollout actors, in one placement group) sample
-learning rate, entropy bonus and batch shape; ASHA stops the weak ones early on env_steps_total;
-a trial stops once its 100-episode mean return reaches 475 (CartPole is solved). Every result
-lands in ./results/<name>/tuner.db.
+The env is ``tuner/SlowCartPole-v1`` (``algorithms/envs.py``): CartPole's dynamics behind a step
+that sleeps 1 ms, and 20 ms one time in 50, the shape of a CPU simulator with hiccups. Sleeping
+lets two cores host a cluster's worth of simulators; a real one needs a core per env.
+
+Each trial is a Ray actor in its own placement group that starts its own rollout actors in it:
+``num_workers="auto"`` times the env in the driver, sees a slow, uneven step, and gives each of the
+trial's 8 envs an actor of its own, sampling asynchronously (a slow step delays only its own
+fragment). Rollout actors are handed from trial to trial with the trial actor. Eight trials sample
+learning rate, entropy bonus and epochs; ASHA stops the weak ones early on env_steps_total; a
+trial stops once its 100-episode mean return reaches 475. Every result lands in
+./results/<name>/tuner.db, and TensorBoard's HParams dashboard in ./results/<name>/tensorboard.
 """
 
 from __future__ import annotations
 
 import time
 
+from algorithms.envs import measure_mean_step
 from schedulers import ASHAScheduler
 from tuner import tune
 
+ENV_CONFIG = {"fast_ms": 1.0, "slow_ms": 20.0, "slow_prob": 0.02}
+ENVS_PER_TRIAL = 8
+
 
 def main() -> None:
-    name = f"ppo_cartpole_{time.strftime('%Y%m%d_%H%M%S')}"
+    name = f"ppo_slow_cartpole_{time.strftime('%Y%m%d_%H%M%S')}"
     analysis = tune.run(
         "PPO",
         config={
-            "env": "CartPole-v1",
-            "lr": tune.loguniform(1e-4, 3e-3),
-            "gamma": tune.choice([0.98, 0.99, 0.995]),
+            "env": "tuner/SlowCartPole-v1",
+            "env_config": ENV_CONFIG,
+            "num_workers": "auto",  # rollout actors: one per env, asynchronous (see the trials' table)
+            "num_envs_per_worker": ENVS_PER_TRIAL,
+            "num_cpus_for_learner": 0.5,
+            "lr": tune.loguniform(1e-3, 3e-3),
             "entropy_coeff": tune.choice([0.0, 0.01]),
-            "num_epochs": tune.choice([4, 10]),
+            "num_epochs": tune.choice([6, 10]),
         },
         num_samples=8,
         metric="episode_return_mean",
@@ -34,9 +48,20 @@ def main() -> None:
         name=name,
         seed=0,
     )
+    ideal = ENVS_PER_TRIAL / measure_mean_step(ENV_CONFIG)
+    print(f"\nwhere each trial sampled (ideal for {ENVS_PER_TRIAL} envs of this simulator: {ideal:,.0f} env steps/s):")
+    for trial in analysis.trials:
+        result = trial.last_result or {}
+        steps, seconds = result.get("env_steps_total", 0), result.get("time_total_s", 0.0)
+        rate = steps / seconds if seconds else 0.0
+        print(f"  {trial.trial_id}  {result.get('sampling_layout', '?')} on {result.get('rollout_nodes', '?')}: "
+              f"{steps:,} env steps in {seconds:.1f} s = {rate:,.0f}/s ({rate / ideal:.0%} of ideal)")
+    reason = next((t.last_result.get("sampling_layout_reason") for t in analysis.trials if t.last_result), None)
+    if reason:
+        print(f"  why (num_workers='auto'): {reason}")
     best = analysis.best_result
     print(f"\nbest config: {analysis.best_config}")
-    print(f"best episode_return_mean: {best['episode_return_mean']:.1f} after {best['env_steps_total']} env steps")
+    print(f"best episode_return_mean: {best['episode_return_mean']:.1f} after {best['env_steps_total']:,} env steps")
     print(f"results stored in {analysis.experiment_path}/tuner.db ({len(analysis.results_df)} rows); "
           f"reload with tune.load({analysis.experiment_path!r})")
 

@@ -24,7 +24,8 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=True)
+        # address="local": a new instance, even when a `ray start` cluster runs on this machine
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=True)
     yield ray
     ray.shutdown()
 

@@ -136,7 +136,6 @@ def test_worker_next_step_autoreset_values_and_episode_stats(truncate):
         num_envs=2,
         policy_factory=lambda: None,
         policy_kwargs={},
-        postprocess=lambda fragment: fragment,
         seed=0,
         policy=ValueIsTimePolicy(),
     )

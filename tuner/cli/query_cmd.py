@@ -195,16 +195,24 @@ def cmd_show(args: argparse.Namespace) -> int:
         width = max(len(k) for k, _ in info)
         print("\n".join(f"{k.ljust(width)}  {v}" for k, v in info))
         if trials:
-            headers = ["TRIAL", "STATUS", "ITER", *([metric] if metric else []), *keys, "ERROR"]
+            # Distributed trainers say where they sampled (and, for num_workers="auto", why).
+            layouts = [(t.last_result or {}).get("sampling_layout") for t in trials]
+            with_layout = any(layouts)
+            headers = ["TRIAL", "STATUS", "ITER", *([metric] if metric else []), *keys,
+                       *(["SAMPLING"] if with_layout else []), "ERROR"]
             rows = []
-            for trial in trials:
+            for trial, layout in zip(trials, layouts):
                 flat = flatten_dict(trial.config)
                 result = flatten_dict(trial.last_result or {})
                 rows.append([trial.trial_id, trial.status, result.get("training_iteration", 0),
                              *([fmt(result.get(metric))] if metric else []), *[fmt(flat.get(k)) for k in keys],
+                             *([layout or ""] if with_layout else []),
                              _last_line(trial.error) if trial.status == "ERROR" else ""])
             print()
             print(format_table(headers, rows))
+            reasons = sorted({r for t in trials if (r := (t.last_result or {}).get("sampling_layout_reason"))})
+            for reason in reasons:
+                print(f"sampling (num_workers='auto'): {reason}")
         if metric and mode:
             answer = analysis.explain_best_trial(metric, mode)
             best, note = answer.trial, answer.note()
@@ -221,8 +229,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_PROFILE_COLUMNS = ("cpus", "hold_s", "start_s", "sampling_s", "learning_s", "other_training_s", "stop_s",
-                    "waiting_s")
+_PROFILE_COLUMNS = ("cpus", "hold_s", "start_s", "rollout_start_s", "sampling_s", "learning_s", "other_training_s",
+                    "stop_s", "waiting_s")
 
 
 def _show_profile(analysis: Any) -> int:
@@ -238,8 +246,8 @@ def _show_profile(analysis: Any) -> int:
             for trial_id, row in sorted(analysis.trial_profiles().items())]
     if rows:
         print()
-        print(format_table(["TRIAL", "CPUS", "HELD S", "START", "SAMPLING", "LEARNING", "OTHER", "STOP", "WAITING"],
-                           rows))
+        print(format_table(["TRIAL", "CPUS", "HELD S", "START", "ROLLOUT START", "SAMPLING", "LEARNING", "OTHER",
+                            "STOP", "WAITING"], rows))
     return EXIT_OK
 
 

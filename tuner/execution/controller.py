@@ -412,7 +412,7 @@ class Controller:
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
             ),
-        ).remote()
+        ).remote(exit_quietly_on_sigterm=True)
         slot = _Slot(actor=actor, pg=pg, pgf=pgf)
         for name, amount in self._held(extra=slot).items():
             self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)

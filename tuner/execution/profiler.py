@@ -9,6 +9,9 @@ CPU-second is either
   (``hold``, times the trial's CPUs), split by what the trial actor reports:
 
   - **trial start**: a new actor's boot, then building the trainable (``setup``, a restore);
+  - **rollout actors' start**: a trainer's rollout actors, from their creation (or from being
+    taken over from the trial before) to their first fragment (the trainer's
+    ``worker_start_time_s``), counted apart from the sampling it is part of;
   - **sampling** and **learning**: the trainer's own timers (``sample_time_s`` and
     ``learn_time_s`` in its results; PPO reports both);
   - **other training**: the rest of ``step()`` (everything for trainables without timers);
@@ -31,11 +34,11 @@ import time
 from typing import Any, Mapping
 
 #: Per-trial parts, in the order of the table.
-TRIAL_PARTS = ("start", "sampling", "learning", "other_training", "stop", "waiting")
+TRIAL_PARTS = ("start", "rollout_start", "sampling", "learning", "other_training", "stop", "waiting")
 #: The driver's work, beside the table.
 DRIVER_PARTS = ("scheduler", "searcher", "store", "callbacks")
 #: Result keys a trainer may report its own timers under.
-SAMPLE_KEY, LEARN_KEY = "sample_time_s", "learn_time_s"
+SAMPLE_KEY, LEARN_KEY, ROLLOUT_START_KEY = "sample_time_s", "learn_time_s", "worker_start_time_s"
 
 
 @dataclasses.dataclass
@@ -46,6 +49,7 @@ class TrialProfile:
     hold: float = 0.0
     boot: float = 0.0
     setup: float = 0.0
+    rollout_start: float = 0.0  # part of sampling: the rollout actors' start
     sampling: float = 0.0
     learning: float = 0.0
     stepping: float = 0.0  # all of step(), sampling and learning included
@@ -58,9 +62,12 @@ class TrialProfile:
         resources back, or at the start of the next trial's call), an earlier trial's is not."""
         other = max(self.stepping - self.sampling - self.learning, 0.0)
         busy = self.boot + self.setup + self.stepping + self.others_stop
+        sampling = min(self.sampling, self.stepping)
+        rollout_start = min(self.rollout_start, sampling)
         return {
             "start": self.boot + self.setup,
-            "sampling": min(self.sampling, self.stepping),
+            "rollout_start": rollout_start,
+            "sampling": sampling - rollout_start,
             "learning": min(self.learning, max(self.stepping - self.sampling, 0.0)),
             "other_training": other,
             "stop": self.stop,
@@ -161,9 +168,11 @@ class SweepProfiler:
         profile.setup += float(timing.get("setup_s", 0.0))
         profile.stepping += float(timing.get("step_s", 0.0))
         for result in results:
-            sample, learn = result.get(SAMPLE_KEY), result.get(LEARN_KEY)
+            sample, learn, rollout_start = result.get(SAMPLE_KEY), result.get(LEARN_KEY), result.get(ROLLOUT_START_KEY)
             if isinstance(sample, (int, float)):
                 profile.sampling += float(sample)
+            if isinstance(rollout_start, (int, float)):
+                profile.rollout_start += float(rollout_start)
             if isinstance(learn, (int, float)):
                 profile.learning += float(learn)
         stopped = timing.get("stopped")
@@ -226,7 +235,7 @@ def combine(summary: Mapping[str, float], trials: Mapping[str, Mapping[str, floa
         "engine start: Ray": ray_start * cpus,
         "engine start: other": (summary.get("engine_start_s", 0.0) - ray_start) * cpus,
     }
-    names = {"start": "trial start", "sampling": "sampling", "learning": "learning",
+    names = {"start": "trial start", "rollout_start": "rollout actors' start", "sampling": "sampling", "learning": "learning",
              "other_training": "other training", "stop": "trial stop", "waiting": "waiting on the controller"}
     for part in TRIAL_PARTS:
         rows[names[part]] = sum(row.get(f"{part}_s", 0.0) * row.get("cpus", 0.0) for row in trials.values())

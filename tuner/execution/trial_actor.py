@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 import traceback
 from typing import Any
@@ -31,7 +32,12 @@ class TrialActor:
     of the same shape instead of starting a new process.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, exit_quietly_on_sigterm: bool = False) -> None:
+        if exit_quietly_on_sigterm:
+            # Killing the actor (the sweep ends, a slot is given back) sends SIGTERM; Ray's handler
+            # raises SystemExit wherever the main thread is, often inside the destructor of a rollout
+            # actor's handle, which prints a traceback per trial. Nothing here needs a clean exit.
+            signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
         self._trainable: Trainable | None = None
         self._info: TrialInfo | None = None
         self._start_error: str | None = None

@@ -10,6 +10,7 @@ Schema versions and their migrations:
   3   0003      checkpoints (every checkpoint of a trial, its metrics, whether retention
                 deleted it); trials.trial_dir
   4   0004      trial_profiles (where each trial's time went: tuner show NAME --profile)
+  5   0005      trial_profiles.rollout_start_s (rollout actors' start, apart from sampling)
 ====  ========  =======================================================================
 
 Changing a table: edit it here, bump :data:`SCHEMA_VERSION`, add the Alembic revision that does
@@ -24,10 +25,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 #: The version of the tables below; the ``schema_version`` table of a database holds its version.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Alembic revision id that leaves a database at each schema version.
-REVISIONS: dict[int, str] = {1: "0001", 2: "0002", 3: "0003", 4: "0004"}
+REVISIONS: dict[int, str] = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005"}
 
 #: The newest revision (what a database made by :meth:`Store` is stamped with).
 HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
@@ -166,6 +167,7 @@ trial_profiles = sa.Table(
     sa.Column("cpus", sa.Double, nullable=False),  # the CPUs its placement group holds
     sa.Column("hold_s", sa.Double, nullable=False),  # seconds holding them, the sum of the parts below
     sa.Column("start_s", sa.Double, nullable=False),  # actor boot, setup, restore
+    sa.Column("rollout_start_s", sa.Double, nullable=False, server_default="0"),  # rollout actors' start
     sa.Column("sampling_s", sa.Double, nullable=False),  # the trainer's sample_time_s
     sa.Column("learning_s", sa.Double, nullable=False),  # the trainer's learn_time_s
     sa.Column("other_training_s", sa.Double, nullable=False),  # the rest of step()

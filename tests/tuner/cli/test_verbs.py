@@ -67,14 +67,15 @@ def test_show_profile_prints_where_the_time_went_and_each_trials_split(real_swee
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("where the wall time went: ")
-    for part in ("engine start: Ray", "trial start", "sampling", "learning", "other training", "trial stop",
+    for part in ("engine start: Ray", "trial start", "rollout actors' start", "sampling", "learning", "other training",
+                 "trial stop",
                  "waiting on the controller", "idle CPU", "total"):
         assert f"\n{part} " in out, part
     share = float(out.split("parts add up to ")[1].split("%")[0])
     assert 90.0 <= share <= 110.0, out
     table = out.split("\n\n")[1].splitlines()
-    assert table[0].split() == ["TRIAL", "CPUS", "HELD", "S", "START", "SAMPLING", "LEARNING", "OTHER", "STOP",
-                                "WAITING"]
+    assert table[0].split() == ["TRIAL", "CPUS", "HELD", "S", "START", "ROLLOUT", "START", "SAMPLING", "LEARNING",
+                                "OTHER", "STOP", "WAITING"]
     stored = query_rows(real_sweep.run_dir / "tuner.db", "SELECT trial_id, hold_s FROM trial_profiles")
     assert len(table) - 1 == len(stored) == 6 and all(hold > 0 for _, hold in stored)
 

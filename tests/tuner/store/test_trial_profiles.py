@@ -6,7 +6,7 @@ import pytest
 
 from tuner.store import Store
 
-ROW = {"cpus": 1.0, "hold_s": 10.0, "start_s": 1.0, "sampling_s": 2.0, "learning_s": 5.0,
+ROW = {"cpus": 1.0, "hold_s": 10.0, "start_s": 1.0, "rollout_start_s": 0.5, "sampling_s": 1.5, "learning_s": 5.0,
        "other_training_s": 0.5, "stop_s": 0.25, "waiting_s": 1.25}
 
 

@@ -1,0 +1,238 @@
+"""A trainer's rollout workers: Ray actors in the trial's placement group, or one in-process worker.
+
+Rollout actors are the expensive part of a trial's start: a Ray worker process each, and the
+imports and envs inside it. Within a sweep the controller hands a finished trial's actor and
+placement group to the next trial of the same shape; the rollout actors go along with them. When
+a trainer stops inside a placement group its actors are parked in this process (the trial actor),
+not killed, and the next trainer of the same group takes them back with one ``configure`` call:
+new env config, seeds and weights, the process and its imports kept. They die with the trial
+actor or its placement group; a parked actor that died meanwhile is replaced like any other.
+Outside a placement group (a trainer in a script) a stopped trainer's actors are killed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import Counter
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import ray
+from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from algorithms.rollout import RolloutWorker, publish_env_creators
+
+logger = logging.getLogger(__name__)
+
+#: How many times in a row one worker slot may die before the trial gives up.
+MAX_CONSECUTIVE_WORKER_FAILURES = 3
+
+#: ``abort`` runs in a thread of its own while ``sample`` runs; requests run one at a time, in order.
+_RemoteRolloutWorker = ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"control": 1})(RolloutWorker)
+#: Sample requests are numbered across the trainers of this process: an abort covers one trainer's.
+_requests = itertools.count()
+
+#: Actors of stopped trainers, by (placement group id, bundle index), ready for the next trainer.
+_parked: dict[tuple[str, int], Any] = {}
+
+
+def _park(group_id: str, index: int, actor: Any) -> None:
+    for key in [k for k in _parked if k[0] != group_id]:  # another group's: gone with it, or soon
+        _kill(_parked.pop(key))
+    _parked[(group_id, index)] = actor
+
+
+def _kill(actor: Any) -> None:
+    try:
+        ray.kill(actor)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
+class WorkerGroup:
+    """The rollout workers of one trainer and the fragments they are sampling.
+
+    ``num_workers == 0``: one ``RolloutWorker`` in this process that acts with the learner's own
+    policy object (no weight copies). Otherwise ``num_workers`` Ray actors, actor ``i`` in bundle
+    ``i`` of the current placement group (bundle 0 is the learner's); a request's weights travel
+    as ``[ObjectRef]``, so an actor fetches them only when their version changed.
+
+    ``reused`` counts the actors taken over from an earlier trainer, ``started`` the new ones,
+    and ``start_s`` the seconds from the group's creation to its first fragment: the part of a
+    trial's start that rollout actors cost.
+    """
+
+    def __init__(
+        self,
+        *,
+        worker_kwargs: dict[str, Any],
+        num_workers: int,
+        num_cpus_per_worker: float,
+        local_policy: Any,
+    ) -> None:
+        self._created = time.perf_counter()
+        self._kwargs = worker_kwargs
+        self.num_workers = num_workers
+        self._cpus = float(num_cpus_per_worker)
+        self.num_restarts = 0
+        self.reused = self.started = 0
+        self.start_s: float | None = None
+        self._failures: dict[int, int] = {}
+        self.nodes: dict[int, str] = {}  # worker index -> the node its last fragment came from
+        self.local: RolloutWorker | None = None
+        self.actors: dict[int, Any] = {}
+        self._inflight: dict[ray.ObjectRef, tuple[int, Any]] = {}  # sample request -> (worker index, actor)
+        self._version = 0
+        self._last_request = -1
+        self._weights_ref: Any = None
+        self._pg = None
+        if num_workers == 0:
+            self.local = RolloutWorker(**worker_kwargs, worker_index=0, single_thread=False, policy=local_policy)
+            self.start_s = 0.0
+            return
+        publish_env_creators()
+        self._pg = ray.util.get_current_placement_group()
+        if self._pg is not None and self._cpus > 0 and len(self._pg.bundle_specs) < num_workers + 1:
+            raise ValueError(
+                f"num_workers={num_workers}: the trial's placement group has {len(self._pg.bundle_specs)} "
+                f"bundles but needs {num_workers + 1} (one for the learner, one per rollout actor); leave "
+                f"resources_per_trial unset so the trainer's default_resource_request is used"
+            )
+        for index in range(1, num_workers + 1):
+            self.actors[index] = self._take_or_start(index)
+
+    def placement(self) -> str:
+        """Where the actors run, by node ("in the learner" for the in-process worker)."""
+        if self.local is not None:
+            return "in the learner"
+        counts = Counter(self.nodes.values())
+        return ", ".join(f"{node}: {n} actor{'s' if n > 1 else ''}" for node, n in sorted(counts.items()))
+
+    @property
+    def weights_version(self) -> int:
+        """The version of the weights published last (fragments sampled with it are current)."""
+        return self._version
+
+    # -- actors ----------------------------------------------------------------------------
+    def _group_id(self) -> str | None:
+        return self._pg.id.hex() if self._pg is not None else None
+
+    def _take_or_start(self, index: int) -> Any:
+        parked = _parked.pop((self._group_id(), index), None) if self._pg is not None else None
+        if parked is None:
+            return self._start_actor(index)
+        parked.configure.remote(**self._kwargs, worker_index=index)  # runs before its next request
+        self.reused += 1
+        return parked
+
+    def _start_actor(self, index: int) -> Any:
+        options: dict[str, Any] = {"num_cpus": self._cpus}
+        if self._pg is not None:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._pg,
+                placement_group_bundle_index=index if self._cpus > 0 else -1,
+            )
+        kwargs = dict(self._kwargs)
+        if self.num_restarts and kwargs.get("seed") is not None:
+            kwargs["seed"] = kwargs["seed"] + 100_003 * self.num_restarts  # a replacement gets new streams
+        self.started += 1
+        return _RemoteRolloutWorker.options(**options).remote(**kwargs, worker_index=index)
+
+    def _replace(self, index: int, error: BaseException) -> None:
+        if getattr(error, "_actor_init_failed", False):  # its __init__ raised: a new one would too
+            raise RuntimeError(f"rollout worker {index} could not start: {error}") from error
+        failures = self._failures.get(index, 0) + 1
+        self._failures[index] = failures
+        if failures > MAX_CONSECUTIVE_WORKER_FAILURES:
+            raise RuntimeError(f"rollout worker {index} died {failures} times in a row; last error: {error}") from error
+        logger.warning("rollout worker %d died; starting a replacement (%s)", index, str(error).splitlines()[0][:200])
+        _kill(self.actors[index])
+        self.num_restarts += 1
+        self.actors[index] = self._start_actor(index)
+
+    # -- weights ---------------------------------------------------------------------------
+    def set_weights(self, weights: Callable[[], Mapping[str, np.ndarray]]) -> None:
+        """Publish new weights: one ``ray.put``; requests made from now on carry them."""
+        self._version += 1
+        if self.actors:
+            self._weights_ref = ray.put(dict(weights()))
+
+    # -- sampling -------------------------------------------------------------------------
+    def _submit(self, index: int, num_steps: int) -> None:
+        actor = self.actors[index]
+        self._last_request = next(_requests)
+        ref = actor.sample.remote(num_steps, self._version, [self._weights_ref], self._last_request)
+        self._inflight[ref] = (index, actor)
+
+    def _collect(self, num_steps: int, want: int, queue_depth: int) -> list[dict[str, Any]]:
+        """Fragments as they arrive, until ``want`` of them; a dead actor is replaced and asked again.
+
+        ``queue_depth`` 0: synchronous, nothing is resubmitted; else each actor's queue is kept
+        at that many requests."""
+        fragments: list[dict[str, Any]] = []
+        while len(fragments) < want:
+            ready, _ = ray.wait(list(self._inflight), num_returns=1)
+            ref = ready[0]
+            index, actor = self._inflight.pop(ref)
+            try:
+                fragment = ray.get(ref)  # never an aborted one: only stop() aborts, and after it nothing waits
+            except RayActorError as exc:
+                if self.actors.get(index) is not actor:
+                    continue  # another request of an actor already replaced
+                self._replace(index, exc)
+                for _ in range(max(1, queue_depth)):
+                    self._submit(index, num_steps)
+                continue
+            if self.start_s is None:
+                self.start_s = time.perf_counter() - self._created - fragment["sample_time_s"]
+            self._failures.pop(index, None)
+            self.nodes[index] = fragment["node"]
+            fragments.append(fragment)
+            if queue_depth:
+                self._submit(index, num_steps)
+        return fragments
+
+    def sample(
+        self, num_steps: int, num_fragments: int, asynchronous: bool, requests_per_worker: int = 1
+    ) -> list[dict[str, Any]]:
+        """``num_fragments`` fragments of ``num_steps`` vector steps each.
+
+        Synchronous: every actor samples one fragment with the current weights; the call returns
+        when all have arrived. Asynchronous: every actor always has ``requests_per_worker``
+        requests queued; the first ``num_fragments`` fragments to arrive are taken and their
+        actors asked for another at once (with the weights published last), so a slow
+        environment delays only its own fragments. With 2 requests queued, an actor that
+        finishes while the learner learns starts its next fragment at once instead of waiting
+        to be asked (RLlib's APPO default), at the price of fragments one more iteration's
+        weights behind; the learner corrects for the weights a fragment was sampled with.
+        """
+        if self.local is not None:
+            return [self.local.sample(num_steps) for _ in range(num_fragments)]
+        if asynchronous:
+            queued = Counter(index for index, _ in self._inflight.values())
+            for index in self.actors:
+                for _ in range(requests_per_worker - queued[index]):
+                    self._submit(index, num_steps)
+            return self._collect(num_steps, num_fragments, queue_depth=requests_per_worker)
+        for index in self.actors:
+            self._submit(index, num_steps)
+        return self._collect(num_steps, len(self.actors), queue_depth=0)
+
+    def stop(self) -> None:
+        """Park the actors for the next trainer of this placement group, their requests aborted
+        (kill them outside a placement group)."""
+        if self.local is not None:
+            self.local.close()
+        group_id = self._group_id()
+        for index, actor in self.actors.items():
+            if group_id is None:
+                _kill(actor)
+                continue
+            if self._inflight:
+                actor.abort.options(concurrency_group="control").remote(self._last_request)
+            _park(group_id, index, actor)
+        self.actors.clear()
+        self._inflight.clear()
