@@ -9,8 +9,9 @@ sampling ``--batch-per-actor`` (256) env steps per iteration, the PPO defaults o
 
 * throughput: env steps/s over whole ``train()`` iterations during ``--seconds`` (10), after a
   warm-up (the first iteration, which starts the actors, more until every actor is up, and one
-  untimed iteration so that fragments sampled ahead are not counted), against the ideal N / mean step time, the mean step measured on this machine
-  (``algorithms.envs.measure_mean_step``: ``time.sleep`` overshoots);
+  untimed iteration so that fragments sampled ahead are not counted), against the ideal
+  N / mean step time, the mean step measured on this machine just before each point
+  (``algorithms.envs.measure_mean_step``: ``time.sleep`` overshoots, more so on a busy machine);
 * CPU, read from ``/proc`` (utime + stime of each process, and ``/proc/stat`` for the machine)
   at both ends of the measured interval, and again over ``--idle-seconds`` (4) with the actors at
   rest (no requests: the queued fragments are left to finish first), split into the rollout
@@ -256,6 +257,7 @@ class Point:
     actors: int
     rate: float
     ideal: float
+    mean_step: float
     start_s: float
     steps: int
     wall_s: float
@@ -296,7 +298,7 @@ def ppo_config(actors: int, args: argparse.Namespace, env: str, env_config: dict
 
 
 def measure_point(actors: int, multi_node: bool, nodes: list[Any], node_order: list[str], args: argparse.Namespace,
-                  env: str, env_config: dict[str, Any], mean_step: float) -> Point:
+                  env: str, env_config: dict[str, Any], measure_step: Callable[[], float]) -> Point:
     """Start a trainer with ``actors`` rollout actors, warm it up, measure it sampling and at rest, stop it."""
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
@@ -305,6 +307,7 @@ def measure_point(actors: int, multi_node: bool, nodes: list[Any], node_order: l
     from algorithms import PPO
 
     config = ppo_config(actors, args, env, env_config)
+    mean_step = measure_step()
     started = time.perf_counter()
     pg = remote = None
     if multi_node:
@@ -358,12 +361,12 @@ def measure_point(actors: int, multi_node: bool, nodes: list[Any], node_order: l
             if pg is not None:
                 remove_placement_group(pg)
     time.sleep(1.0)  # the killed actors' processes exit before the next point starts
-    return Point(actors, rate, actors / mean_step, start_s, int(run["steps"]), run["seconds"], run["learn_s"],
+    return Point(actors, rate, actors / mean_step, mean_step, start_s, int(run["steps"]), run["seconds"], run["learn_s"],
                  placement, sampling, rest)
 
 
 def run_curve(multi_node: bool, args: argparse.Namespace, env: str, env_config: dict[str, Any],
-              mean_step: float) -> list[Point]:
+              measure_step: Callable[[], float]) -> list[Point]:
     """Every N of ``--actors`` on one Ray (one node, or a 4-node cluster on this machine), started once."""
     import ray
 
@@ -392,7 +395,7 @@ def run_curve(multi_node: bool, args: argparse.Namespace, env: str, env_config: 
     points = []
     try:
         for actors in args.actors:
-            point = measure_point(actors, multi_node, nodes, node_order, args, env, env_config, mean_step)
+            point = measure_point(actors, multi_node, nodes, node_order, args, env, env_config, measure_step)
             points.append(point)
             print(f"  {label}, {actors:>2} actors: {point.rate:,.0f} env steps/s, {point.share:.0%} of ideal; "
                   f"machine CPU {point.sampling['machine']:.2f} cores sampling, {point.rest['machine']:.2f} at rest"
@@ -422,22 +425,28 @@ def costs(point: Point) -> dict[str, float]:
     }
 
 
-def print_curve(title: str, points: list[Point], cores: int, mean_step: float) -> None:
+def print_curve(title: str, points: list[Point], cores: int) -> None:
     print(f"\n{title}")
-    print(f"{'actors':>6}  {'env steps/s':>11}  {'ideal':>7}  {'of ideal':>8}  {'start s':>7}  {'learn':>5}  |  "
-          f"CPU while sampling, cores: {'machine':>7}  {'actors':>6}  {'learner':>7}  {'Ray':>5}  {'other':>5}")
+    print(f"{'actors':>6}  {'env steps/s':>11}  {'ideal':>7}  {'of ideal':>8}  {'step ms':>7}  {'start s':>7}  "
+          f"{'learn':>5}  |  CPU while sampling, cores: {'machine':>12}  {'actors':>6}  {'learner':>7}  {'Ray':>5}  "
+          f"{'other':>5}")
     for p in points:
         s = p.sampling
-        print(f"{p.actors:>6}  {p.rate:>11,.0f}  {p.ideal:>7,.0f}  {p.share:>8.0%}  {p.start_s:>7.1f}  "
-              f"{p.learn_s / p.wall_s:>5.0%}  |  {'':>26} {s['machine']:>7.2f}  {s['actors']:>6.2f}  "
-              f"{s['learner'] + s['driver']:>7.2f}  {s['ray']:>5.2f}  {s['other']:>5.2f}")
+        print(f"{p.actors:>6}  {p.rate:>11,.0f}  {p.ideal:>7,.0f}  {p.share:>8.0%}  {p.mean_step * 1000:>7.2f}  "
+              f"{p.start_s:>7.1f}  {p.learn_s / p.wall_s:>5.0%}  |  {'':>26} {s['machine']:>5.2f} ({s['machine'] / cores:>4.0%})"
+              f"  {s['actors']:>6.2f}  {s['learner'] + s['driver']:>7.2f}  {s['ray']:>5.2f}  {s['other']:>5.2f}")
     print(f"\n{'actors':>6}  {'per actor at rest':>17}  {'CPU-ms per 1,000 env steps:':>27} {'actors':>6}  "
-          f"{'learner':>7}  {'Ray':>5}  |  at rest, cores: {'machine':>7}  {'Ray':>5}")
+          f"{'learner':>7}  {'Ray':>5}  |  at rest, cores: {'machine':>7}  {'actors':>6}  {'Ray':>5}  {'other':>5}")
     print(f"{'':>6}  {'(CPU-ms per s)':>17}  {'':>27} {'':>6}  {'':>7}  {'':>5}  |")
     for p in points:
         c = costs(p)
         print(f"{p.actors:>6}  {c['rest_ms']:>17.1f}  {'':>27} {c['actor_ms']:>6.0f}  {c['learner_ms']:>7.0f}  "
-              f"{c['ray_ms']:>5.0f}  |  {'':>16}{p.rest['machine']:>7.2f}  {p.rest['ray']:>5.2f}")
+              f"{c['ray_ms']:>5.0f}  |  {'':>16}{p.rest['machine']:>7.2f}  {p.rest['actors']:>6.2f}  "
+              f"{p.rest['ray']:>5.2f}  {p.rest['other']:>5.2f}")
+    busy = max(p.sampling["other"] for p in points)
+    if busy > 0.1 * cores:
+        print(f"(the machine was not ours alone: other processes took up to {busy:.2f} cores while sampling; "
+              f"their share is the 'other' column)")
     if any(p.placement.count("+") for p in points):
         print("rollout actors per node (head first): " + ", ".join(f"{p.actors}: {p.placement}" for p in points))
 
@@ -456,7 +465,7 @@ def print_curve(title: str, points: list[Point], cores: int, mean_step: float) -
     unsaturated = [p for p in points if p.share >= 0.8] or points[:1]
     ref = max(unsaturated, key=lambda p: p.actors)
     c = costs(ref)
-    steps_per_s = 1.0 / mean_step
+    steps_per_s = 1.0 / ref.mean_step
     parts = {"at rest": c["rest_ms"] / 1000, "stepping (actors)": c["actor_ms"] / 1e6 * steps_per_s,
              "learning (learner)": c["learner_ms"] / 1e6 * steps_per_s, "Ray's processes": c["ray_ms"] / 1e6 * steps_per_s}
     per_actor = sum(parts.values())
@@ -523,27 +532,26 @@ def main(argv: list[str] | None = None) -> int:
     from algorithms.envs import ENV_ID, measure_mean_step
 
     env_config = {"fast_ms": args.fast_ms, "slow_ms": args.slow_ms, "slow_prob": args.slow_prob}
-    if args.cpu_bound:
-        env, mean_step = BUSY_ENV, measure_busy_mean_step(env_config)
-    else:
-        env, mean_step = ENV_ID, measure_mean_step(env_config)
+    env, measure = (BUSY_ENV, measure_busy_mean_step) if args.cpu_bound else (ENV_ID, measure_mean_step)
+    measure_step = lambda: measure(env_config)  # noqa: E731
+    mean_step = measure_step()
     cores = len(os.sched_getaffinity(0))
     nominal = (1 - args.slow_prob) * args.fast_ms + args.slow_prob * args.slow_ms
     print(f"{'CPU-bound (busy loop)' if args.cpu_bound else 'sleeping'} SlowCartPole: step {args.fast_ms:g} ms or "
           f"{args.slow_ms:g} ms (p={args.slow_prob:g}), mean {nominal:.2f} ms nominal, {mean_step * 1000:.2f} ms "
-          f"measured; ideal = actors / measured mean step. PPO, 1 env per rollout actor, sample_async, 1 CPU per "
+          f"measured now; ideal = actors / the mean step measured before each point. PPO, 1 env per rollout actor, sample_async, 1 CPU per "
           f"actor told to Ray, {args.batch_per_actor} env steps per actor per iteration; {args.seconds:g} s "
           f"measured per point after the warm-up, {args.idle_seconds:g} s at rest; {cores} cores", flush=True)
     single = multi = None
     if args.cluster in ("single", "both"):
-        single = run_curve(False, args, env, env_config, mean_step)
+        single = run_curve(False, args, env, env_config, measure_step)
     if args.cluster in ("4-node", "both"):
-        multi = run_curve(True, args, env, env_config, mean_step)
+        multi = run_curve(True, args, env, env_config, measure_step)
     if single:
-        print_curve("single node: one PPO trainer in this process", single, cores, mean_step)
+        print_curve("single node: one PPO trainer in this process", single, cores)
     if multi:
         print_curve(f"{NODES}-node Cluster on this machine: the trainer in a Ray actor, its rollout actors in a "
-                    f"SPREAD placement group", multi, cores, mean_step)
+                    f"SPREAD placement group", multi, cores)
     if single and multi:
         print_comparison(single, multi)
     return 0
