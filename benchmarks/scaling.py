@@ -28,7 +28,17 @@ the trainer runs in a Ray actor in bundle 0 of its own ``default_resource_reques
 group, made with strategy SPREAD, so its rollout actors land in bundles on all four nodes, as in a
 sweep on a cluster), or ``both`` (the default; then also the 4-node curve against the single
 node's). The nodes share this machine's cores: the 4-node curve measures what Ray's multi-node
-machinery (4 raylets, objects moved between node object stores) costs, not more cores.
+machinery (4 raylets, objects moved between node object stores) costs, not more cores. One more
+difference between the two: Ray sets ``OMP_NUM_THREADS=1`` in its actors, so the 4-node learner's
+numpy (OpenBLAS) runs one thread, while the single-node learner in this process runs one per core
+unless the environment says otherwise; ``OMP_NUM_THREADS=1 python benchmarks/scaling.py`` makes
+them alike (the rollout actors have it either way).
+
+``--requests-per-actor`` (``max_requests_in_flight_per_worker``, 1): with 2, an actor whose
+fragment is done while the learner learns starts its next one at once instead of waiting to be
+asked. A busy machine shows in the ``other`` column (other users' processes); its load also makes
+sleeps overshoot more, hence the mean step measured before each point. At small N a point's rate
+moves by several % with the number of 100 ms steps drawn in its few thousand steps.
 
 ``--cpu-bound``: the env busy-waits for its step time instead of sleeping, so each actor needs a
 real core: on the 2-core development machine that saturates at 2 actors (1 with the learner's
@@ -161,7 +171,9 @@ def process_label(proc: Any) -> str:
     return name
 
 
-def find_processes(nodes: list[Any], actor_pids: list[int], learner_pid: int, driver_pid: int) -> dict[int, tuple[str, str]]:
+def find_processes(
+    nodes: list[Any], actor_pids: list[int], learner_pid: int, driver_pid: int
+) -> dict[int, tuple[str, str]]:
     """pid -> (group, label): the rollout actors, the learner, the driver, and Ray's own processes
     (the process trees of every node's raylet, GCS, dashboard and monitors)."""
     import psutil
@@ -290,6 +302,7 @@ def ppo_config(actors: int, args: argparse.Namespace, env: str, env_config: dict
         "num_workers": actors,
         "num_envs_per_worker": 1,
         "sample_async": True,
+        "max_requests_in_flight_per_worker": args.requests_per_actor,
         "train_batch_size": actors * args.batch_per_actor,
         "num_cpus_per_worker": 1,
         "num_cpus_for_learner": 1,
@@ -345,8 +358,9 @@ def measure_point(actors: int, multi_node: bool, nodes: list[Any], node_order: l
         rate = run["steps"] / run["seconds"]
         sampling = cpu_between(run["before"], run["after"], processes)
 
-        # The queued requests (one fragment per actor) finish before the actors are at rest.
-        drain_s = min(DRAIN_MAX_S, max(DRAIN_MIN_S, 1.5 * args.batch_per_actor * actors / max(rate, 1e-9) + 1.0))
+        # The queued requests (fragments of every actor) finish before the actors are at rest.
+        queued_s = args.requests_per_actor * args.batch_per_actor * actors / max(rate, 1e-9)
+        drain_s = min(DRAIN_MAX_S, max(DRAIN_MIN_S, 1.5 * queued_s + 1.0))
         time.sleep(drain_s)
         processes = find_processes(nodes, [pid for pid, _, _ in alive_actors(learner_pid)], learner_pid, os.getpid())
         before = snapshot(list(processes))
@@ -361,8 +375,8 @@ def measure_point(actors: int, multi_node: bool, nodes: list[Any], node_order: l
             if pg is not None:
                 remove_placement_group(pg)
     time.sleep(1.0)  # the killed actors' processes exit before the next point starts
-    return Point(actors, rate, actors / mean_step, mean_step, start_s, int(run["steps"]), run["seconds"], run["learn_s"],
-                 placement, sampling, rest)
+    return Point(actors, rate, actors / mean_step, mean_step, start_s, int(run["steps"]), run["seconds"],
+                 run["learn_s"], placement, sampling, rest)
 
 
 def run_curve(multi_node: bool, args: argparse.Namespace, env: str, env_config: dict[str, Any],
@@ -433,8 +447,9 @@ def print_curve(title: str, points: list[Point], cores: int) -> None:
     for p in points:
         s = p.sampling
         print(f"{p.actors:>6}  {p.rate:>11,.0f}  {p.ideal:>7,.0f}  {p.share:>8.0%}  {p.mean_step * 1000:>7.2f}  "
-              f"{p.start_s:>7.1f}  {p.learn_s / p.wall_s:>5.0%}  |  {'':>26} {s['machine']:>5.2f} ({s['machine'] / cores:>4.0%})"
-              f"  {s['actors']:>6.2f}  {s['learner'] + s['driver']:>7.2f}  {s['ray']:>5.2f}  {s['other']:>5.2f}")
+              f"{p.start_s:>7.1f}  {p.learn_s / p.wall_s:>5.0%}  |  {'':>26} {s['machine']:>5.2f} "
+              f"({s['machine'] / cores:>4.0%})  {s['actors']:>6.2f}  {s['learner'] + s['driver']:>7.2f}  "
+              f"{s['ray']:>5.2f}  {s['other']:>5.2f}")
     print(f"\n{'actors':>6}  {'per actor at rest':>17}  {'CPU-ms per 1,000 env steps:':>27} {'actors':>6}  "
           f"{'learner':>7}  {'Ray':>5}  |  at rest, cores: {'machine':>7}  {'actors':>6}  {'Ray':>5}  {'other':>5}")
     print(f"{'':>6}  {'(CPU-ms per s)':>17}  {'':>27} {'':>6}  {'':>7}  {'':>5}  |")
@@ -455,7 +470,8 @@ def print_curve(title: str, points: list[Point], cores: int) -> None:
     labels = sorted(set(big.sampling.ray) | set(big.rest.ray), key=lambda k: -big.sampling.ray.get(k, 0.0))
     print(f"\nat {big.actors} actors, cores while sampling / at rest: machine {big.sampling['machine']:.2f} / "
           f"{big.rest['machine']:.2f}; rollout actors {big.sampling['actors']:.2f} / {big.rest['actors']:.2f}; "
-          f"learner {big.sampling['learner'] + big.sampling['driver']:.2f} / {big.rest['learner'] + big.rest['driver']:.2f}; "
+          f"learner {big.sampling['learner'] + big.sampling['driver']:.2f} / "
+          f"{big.rest['learner'] + big.rest['driver']:.2f}; "
           f"Ray {big.sampling['ray']:.2f} / {big.rest['ray']:.2f} (" + ", ".join(
               f"{k} {big.sampling.ray.get(k, 0.0):.2f} / {big.rest.ray.get(k, 0.0):.2f}" for k in labels
               if max(big.sampling.ray.get(k, 0.0), big.rest.ray.get(k, 0.0)) >= 0.005)
@@ -466,8 +482,12 @@ def print_curve(title: str, points: list[Point], cores: int) -> None:
     ref = max(unsaturated, key=lambda p: p.actors)
     c = costs(ref)
     steps_per_s = 1.0 / ref.mean_step
-    parts = {"at rest": c["rest_ms"] / 1000, "stepping (actors)": c["actor_ms"] / 1e6 * steps_per_s,
-             "learning (learner)": c["learner_ms"] / 1e6 * steps_per_s, "Ray's processes": c["ray_ms"] / 1e6 * steps_per_s}
+    parts = {
+        "at rest": c["rest_ms"] / 1000,
+        "stepping (actors)": c["actor_ms"] / 1e6 * steps_per_s,
+        "learning (learner)": c["learner_ms"] / 1e6 * steps_per_s,
+        "Ray's processes": c["ray_ms"] / 1e6 * steps_per_s,
+    }
     per_actor = sum(parts.values())
     saturates = (cores - c["base_rest"]) / per_actor if per_actor > 0 else math.inf
     print(f"\nfrom the figures at {ref.actors} actors (the largest N at >= 80% of ideal): each actor at the ideal "
@@ -477,12 +497,14 @@ def print_curve(title: str, points: list[Point], cores: int) -> None:
 
 
 def print_comparison(single: list[Point], multi: list[Point]) -> None:
-    print(f"\n{'actors':>6}  {'single node':>11}  {f'{NODES} nodes':>11}  {f'{NODES} nodes / single':>16}   (env steps/s, % of ideal)")
+    print(f"\n{'actors':>6}  {'single node':>11}  {f'{NODES} nodes':>11}  {f'{NODES} nodes / single':>16}   "
+          f"(env steps/s, % of ideal)")
     by_n = {p.actors: p for p in single}
     for p in multi:
         if p.actors in by_n:
             q = by_n[p.actors]
-            print(f"{p.actors:>6}  {q.rate:>6,.0f} {q.share:>4.0%}  {p.rate:>6,.0f} {p.share:>4.0%}  {p.rate / q.rate:>15.2f}x")
+            print(f"{p.actors:>6}  {q.rate:>6,.0f} {q.share:>4.0%}  {p.rate:>6,.0f} {p.share:>4.0%}  "
+                  f"{p.rate / q.rate:>15.2f}x")
 
 
 # ------------------------------------------------------------------------------------------
@@ -500,6 +522,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-prob", type=float, default=0.03, help="probability of a slow step (default 0.03)")
     parser.add_argument("--batch-per-actor", type=int, default=256,
                         help="env steps each actor samples per iteration (default 256)")
+    parser.add_argument("--requests-per-actor", type=int, default=1,
+                        help="sample requests queued per actor (max_requests_in_flight_per_worker, default 1)")
     parser.add_argument("--cluster", choices=CLUSTER_MODES, default="both",
                         help=f"single node, a {NODES}-node Cluster on this machine, or both (default)")
     parser.add_argument("--cpu-bound", action="store_true",
@@ -519,6 +543,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"{flag}: must be >= 0, got {value:g}")
     if not 0 <= args.slow_prob <= 1:
         parser.error(f"--slow-prob: must be in [0, 1], got {args.slow_prob:g}")
+    if args.requests_per_actor < 1:
+        parser.error(f"--requests-per-actor: must be >= 1, got {args.requests_per_actor}")
     if args.batch_per_actor < 1:
         parser.error(f"--batch-per-actor: must be >= 1, got {args.batch_per_actor}")
     if args.fast_ms == 0 and (args.slow_ms == 0 or args.slow_prob == 0):
@@ -539,9 +565,10 @@ def main(argv: list[str] | None = None) -> int:
     nominal = (1 - args.slow_prob) * args.fast_ms + args.slow_prob * args.slow_ms
     print(f"{'CPU-bound (busy loop)' if args.cpu_bound else 'sleeping'} SlowCartPole: step {args.fast_ms:g} ms or "
           f"{args.slow_ms:g} ms (p={args.slow_prob:g}), mean {nominal:.2f} ms nominal, {mean_step * 1000:.2f} ms "
-          f"measured now; ideal = actors / the mean step measured before each point. PPO, 1 env per rollout actor, sample_async, 1 CPU per "
-          f"actor told to Ray, {args.batch_per_actor} env steps per actor per iteration; {args.seconds:g} s "
-          f"measured per point after the warm-up, {args.idle_seconds:g} s at rest; {cores} cores", flush=True)
+          f"measured now; ideal = actors / the mean step measured before each point. PPO, 1 env per rollout "
+          f"actor, sample_async, 1 CPU per actor told to Ray, {args.batch_per_actor} env steps per actor per "
+          f"iteration, {args.requests_per_actor} request(s) queued per actor; {args.seconds:g} s measured per point "
+          f"after the warm-up, {args.idle_seconds:g} s at rest; {cores} cores", flush=True)
     single = multi = None
     if args.cluster in ("single", "both"):
         single = run_curve(False, args, env, env_config, measure_step)
