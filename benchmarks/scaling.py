@@ -478,8 +478,9 @@ def print_curve(title: str, points: list[Point], cores: int) -> None:
           + f"); other processes {big.sampling['other']:.2f} / {big.rest['other']:.2f}")
 
     # Saturation: each actor at the ideal rate adds its rest cost plus its steps' costs everywhere.
-    unsaturated = [p for p in points if p.share >= 0.8] or points[:1]
-    ref = max(unsaturated, key=lambda p: p.actors)
+    unsaturated = [p for p in points if p.share >= 0.8]
+    ref = max(unsaturated, key=lambda p: p.actors) if unsaturated else min(points, key=lambda p: p.actors)
+    why = "the largest N at >= 80% of ideal" if unsaturated else "no N reached 80% of ideal: the smallest N"
     c = costs(ref)
     steps_per_s = 1.0 / ref.mean_step
     parts = {
@@ -490,7 +491,7 @@ def print_curve(title: str, points: list[Point], cores: int) -> None:
     }
     per_actor = sum(parts.values())
     saturates = (cores - c["base_rest"]) / per_actor if per_actor > 0 else math.inf
-    print(f"\nfrom the figures at {ref.actors} actors (the largest N at >= 80% of ideal): each actor at the ideal "
+    print(f"\nfrom the figures at {ref.actors} actors ({why}): each actor at the ideal "
           f"{steps_per_s:,.0f} env steps/s costs {per_actor:.3f} cores (" + ", ".join(
               f"{k} {v:.3f}" for k, v in parts.items()) + f"), on top of {c['base_rest']:.2f} cores at rest "
           f"(learner and Ray); {cores} cores saturate at about {saturates:.0f} actors")
