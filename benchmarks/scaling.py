@@ -38,13 +38,14 @@ them alike (the rollout actors have it either way).
 fragment is done while the learner learns starts its next one at once instead of waiting to be
 asked. A busy machine shows in the ``other`` column (other users' processes); its load also makes
 sleeps overshoot more, hence the mean step measured before each point. At small N a point's rate
-moves by several % with the number of 100 ms steps drawn in its few thousand steps.
+moves by several % with the number of 100 ms steps drawn in its few thousand steps (seeded: actor 1
+draws 2.4 % in its first 2,000, so 1 actor runs above the 3 % ideal).
 
 ``--cpu-bound``: the env busy-waits for its step time instead of sleeping, so each actor needs a
 real core: on the 2-core development machine that saturates at 2 actors (1 with the learner's
 share); it is meant for a machine with many real cores (the 16-core device machine, when lent).
 
-    python benchmarks/scaling.py                               # both curves, about 8 minutes on 2 cores
+    python benchmarks/scaling.py                               # both curves, about 10 minutes on 2 cores
     python benchmarks/scaling.py --cluster single --actors 1,8,32 --seconds 6
     python benchmarks/scaling.py --cpu-bound --actors 1,2,4,8,16 --cluster single   # 16 real cores
 """
