@@ -405,9 +405,11 @@ class PPO(DistributedTrainer):
         for fragment in fragments:
             stale = fragment["weights_version"] is not None and fragment["weights_version"] != current
             is_weight = self._correct_stale(fragment) if stale else None
+            if fragment["last_values"] is None:  # a streamed fragment: bootstrapped by the learner
+                fragment["last_values"] = self.policy.value(np.asarray(fragment["last_obs"], dtype=np.float32))
             batch = compute_gae(fragment, float(self.cfg["gamma"]), float(self.cfg["lambda_"]))
             batch["is_weight"] = is_weight if is_weight is not None else np.ones(batch["env_steps"], np.float32)
-            batch["stale_steps"] = batch["env_steps"] if stale else 0
+            batch["stale_steps"] = _stale_steps(fragment, current, batch["env_steps"]) if stale else 0
             batches.append(batch)
         return concat_fragments(batches)
 
@@ -554,6 +556,15 @@ class PPO(DistributedTrainer):
         # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at
         # every iteration; the learning rate lives in the optimiser too.
         self._apply_lr()
+
+
+def _stale_steps(fragment: dict[str, Any], current: int, env_steps: int) -> int:
+    """The transitions of a stale fragment sampled with weights older than ``current`` (a
+    streamed fragment records each step's version: the steps after new weights arrived are not)."""
+    versions = fragment.get("weights_versions")
+    if versions is None:
+        return env_steps
+    return int((fragment["valid"] & (np.asarray(versions) != current)[:, None]).sum())
 
 
 def _tensor(array: np.ndarray) -> torch.Tensor:

@@ -22,6 +22,7 @@ ignores its action and returns the first observation of the new episode with rew
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, Callable, Mapping
 
@@ -187,6 +188,16 @@ def _node_address() -> str:
     return ray.util.get_node_ip_address() if ray.is_initialized() else "local"
 
 
+def _unbox(weights_box: list[Any]) -> Any:
+    """The weights in ``[ObjectRef]`` (boxed so Ray does not fetch them when they are not needed)."""
+    weights = weights_box[0]
+    if type(weights).__name__ == "ObjectRef":
+        import ray
+
+        weights = ray.get(weights)
+    return weights
+
+
 class RolloutWorker:
     """Samples fragments from ``num_envs`` vector environments with its own copy of the policy.
 
@@ -209,6 +220,12 @@ class RolloutWorker:
         self._env_key: Any = None
         self._configure_error: BaseException | None = None
         self._abort_upto = -1  # requests numbered at or below this return at once, with nothing
+        # Streaming (see :meth:`stream`): steps sampled and not yet taken, guarded by the lock,
+        # and weights that arrived while the stream ran, loaded by the sampling thread.
+        self._lock = threading.Lock()
+        self._steps: list[tuple[Any, ...]] = []
+        self._pending_weights: tuple[int, Any] | None = None
+        self._new_fragment = False
         self._configure(**settings)
 
     def abort(self, upto: int) -> None:
@@ -264,6 +281,10 @@ class RolloutWorker:
         self.prev_done = np.zeros(num_envs, dtype=bool)  # env i resets at its next step
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
+        with self._lock:
+            self._steps = []
+            self._pending_weights = None
+            self._taken_at = time.perf_counter()
 
     # -- the actor's interface -----------------------------------------------------------
     def set_weights(self, version: int, weights: Mapping[str, np.ndarray]) -> None:
@@ -282,17 +303,9 @@ class RolloutWorker:
         """
         if request is not None and request <= self._abort_upto:
             return None
-        if self._configure_error is not None:
-            raise RuntimeError(
-                f"rollout worker {self.worker_index} could not be set up for this trial: {self._configure_error!r}"
-            ) from self._configure_error
+        self._raise_configure_error()
         if weights_version is not None and weights_version != self.weights_version and weights_box:
-            import ray
-
-            weights = weights_box[0]
-            if isinstance(weights, ray.ObjectRef):
-                weights = ray.get(weights)
-            self.set_weights(weights_version, weights)
+            self.set_weights(weights_version, _unbox(weights_box))
         start = time.perf_counter()
         fragment = self._run(num_steps, request)
         if fragment is None:
@@ -302,6 +315,81 @@ class RolloutWorker:
         fragment["worker_index"] = self.worker_index
         fragment["node"] = self.node
         return fragment
+
+    def _raise_configure_error(self) -> None:
+        if self._configure_error is not None:
+            raise RuntimeError(
+                f"rollout worker {self.worker_index} could not be set up for this trial: {self._configure_error!r}"
+            ) from self._configure_error
+
+    # -- streaming: the envs never wait for the learner -------------------------------------
+    def stream(self, weights_version: int, weights_box: list[Any], request: int) -> None:
+        """Step the envs without pause, with the newest weights that arrived, until request
+        number ``request`` is aborted (see :meth:`abort`); the learner collects the steps with
+        :meth:`take` and sends weights with :meth:`push_weights`, both from a concurrency group
+        of their own while this call runs (RLlib's ``sample_async``: a background sampler).
+
+        New weights are loaded between two steps, so a slow env step delays only this worker's
+        switch, and every step records the weights version it was sampled with."""
+        self._raise_configure_error()
+        if weights_version != self.weights_version:
+            self.set_weights(weights_version, _unbox(weights_box))
+        envs, policy, encode, rng, lock = self.envs, self.policy, self.encode, self.rng, self._lock
+        begin_fragment = getattr(policy, "begin_fragment", None)
+        identity = encode.identity
+        if begin_fragment is not None:
+            begin_fragment()
+        with lock:
+            self._taken_at = time.perf_counter()
+        while request > self._abort_upto:
+            pending = self._pending_weights
+            if pending is not None:
+                self._pending_weights = None
+                self.set_weights(*pending)
+            if self._new_fragment and begin_fragment is not None:
+                self._new_fragment = False
+                begin_fragment()
+            obs = self.obs
+            env_actions, actions, logp, values = policy.act(obs, rng)
+            next_obs, rewards, terminated, truncated, _ = envs.step(env_actions)
+            # Kept until taken: copies, as a vector env may hand out its own buffers every step.
+            next_obs = encode(next_obs) if not identity else np.array(next_obs)
+            rewards, terminated, truncated = np.array(rewards), np.array(terminated), np.array(truncated)
+            with lock:  # a step and the observation after it are taken together or not at all
+                self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version))
+                self.obs = next_obs
+
+    def push_weights(self, weights_version: int, weights_box: list[Any]) -> None:
+        """New weights for a running :meth:`stream`: fetched here, loaded by the sampling thread
+        before its next step."""
+        self._pending_weights = (weights_version, _unbox(weights_box))
+
+    def take(self) -> dict[str, Any] | None:
+        """The steps a :meth:`stream` sampled since the last take, as a fragment (see
+        :meth:`_run`; ``last_values`` is None: the learner computes it with its own weights, and
+        ``weights_versions`` holds each step's), or None when there are none yet."""
+        with self._lock:
+            steps, self._steps = self._steps, []
+            last_obs, taken_at = self.obs, self._taken_at
+            self._taken_at = time.perf_counter()
+        self._new_fragment = True
+        if not steps:
+            return None
+        obs, actions, logp, values, rewards, terminated, truncated, versions = (np.stack(column) for column in zip(*steps))
+        done = terminated | truncated
+        valid = np.empty(done.shape, dtype=bool)
+        valid[0] = ~self.prev_done
+        valid[1:] = ~done[:-1]
+        self.prev_done = done[-1].copy()
+        returns, lens = self._episode_stats(rewards, valid, done)
+        return {
+            "obs": obs.astype(np.float32, copy=False), "actions": actions, "logp": logp.astype(np.float32, copy=False),
+            "values": values.astype(np.float32, copy=False), "rewards": rewards.astype(np.float32, copy=False),
+            "terminated": terminated, "truncated": truncated, "valid": valid, "last_values": None,
+            "last_obs": last_obs, "episode_returns": returns, "episode_lens": lens,
+            "sample_time_s": self._taken_at - taken_at, "weights_version": int(versions.min()),
+            "weights_versions": versions, "worker_index": self.worker_index, "node": self.node,
+        }
 
     def close(self) -> None:
         self.envs.close()

@@ -47,8 +47,12 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # env steps per iteration: every env steps ceil(train_batch_size / (workers * envs)) times;
     # a NEXT_STEP autoreset step takes a slot but is no transition, so slightly fewer are trained on
     "train_batch_size": 2048,
-    "sample_async": False,  # True: learn on the first fragments to arrive (see WorkerGroup.sample)
-    "max_requests_in_flight_per_worker": 1,  # sample requests queued per actor when asynchronous
+    # True: rollout actors sample without pause and the learner takes what they sampled
+    # (WorkerGroup.stream); False: every actor samples its share of the batch with the current weights
+    "sample_async": False,
+    # async with sample requests instead of streams: the learner takes the first fragments to
+    # arrive, each actor keeps this many requests queued (RLlib APPO's; WorkerGroup.sample)
+    "max_requests_in_flight_per_worker": None,
     "seed": None,  # None: drawn at setup (and saved in checkpoints)
     "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
     "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
@@ -63,7 +67,8 @@ def sampling_layout(config: Mapping[str, Any]) -> str:
     """Where a trainer with this resolved config samples, in a few words."""
     if config["num_workers"] == 0:
         return f"in the learner: {config['num_envs_per_worker']} envs"
-    mode = "async" if config["sample_async"] else "sync"
+    requests = config["max_requests_in_flight_per_worker"]
+    mode = "sync" if not config["sample_async"] else "async" if requests is None else f"async, {requests} requests queued"
     return f"{config['num_workers']} rollout actors x {config['num_envs_per_worker']} envs, {mode}"
 
 
@@ -138,8 +143,9 @@ class DistributedTrainer(Trainable):
         check(_is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
               c["train_batch_size"])
         check(isinstance(c["sample_async"], bool), "sample_async", "must be True or False", c["sample_async"])
-        check(_is_int(c["max_requests_in_flight_per_worker"]) and c["max_requests_in_flight_per_worker"] >= 1,
-              "max_requests_in_flight_per_worker", "must be an int >= 1", c["max_requests_in_flight_per_worker"])
+        requests = c["max_requests_in_flight_per_worker"]
+        check(requests is None or (_is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
+              "must be None (asynchronous sampling streams) or an int >= 1", requests)
         check(c["seed"] is None or (_is_int(c["seed"]) and c["seed"] >= 0), "seed", "must be None or an int >= 0", c["seed"])
         for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
             check(_is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
@@ -240,9 +246,11 @@ class DistributedTrainer(Trainable):
         start = time.perf_counter()
         num_steps, num_fragments = self.fragment_length()
         first = self.workers.start_s is None
-        fragments = self.workers.sample(
-            num_steps, num_fragments, self.cfg["sample_async"], self.cfg["max_requests_in_flight_per_worker"]
-        )
+        requests = self.cfg["max_requests_in_flight_per_worker"]
+        if self.cfg["sample_async"] and requests is None and self.workers.local is None:
+            fragments = self.workers.stream(self.cfg["train_batch_size"])
+        else:
+            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests or 1)
         sampled = time.perf_counter()
         batch = self.postprocess_fragments(fragments)
         env_steps = int(batch["env_steps"])

@@ -85,6 +85,9 @@ class WorkerGroup:
         self.local: RolloutWorker | None = None
         self.actors: dict[int, Any] = {}
         self._inflight: dict[ray.ObjectRef, tuple[int, Any]] = {}  # sample request -> (worker index, actor)
+        self._streams: dict[int, ray.ObjectRef] = {}  # worker index -> its running stream call
+        self._rate: float | None = None  # env steps/s of all streams together, from the last takes
+        self._last_take = 0.0
         self._version = 0
         self._last_request = -1
         self._weights_ref: Any = None
@@ -159,6 +162,8 @@ class WorkerGroup:
         self._version += 1
         if self.actors:
             self._weights_ref = ray.put(dict(weights()))
+        for index in self._streams:  # running streams load them between two steps
+            self.actors[index].push_weights.options(concurrency_group="control").remote(self._version, [self._weights_ref])
 
     # -- sampling -------------------------------------------------------------------------
     def _submit(self, index: int, num_steps: int) -> None:
@@ -186,10 +191,7 @@ class WorkerGroup:
                 for _ in range(max(1, queue_depth)):
                     self._submit(index, num_steps)
                 continue
-            if self.start_s is None:
-                self.start_s = time.perf_counter() - self._created - fragment["sample_time_s"]
-            self._failures.pop(index, None)
-            self.nodes[index] = fragment["node"]
+            self._received(index, fragment)
             fragments.append(fragment)
             if queue_depth:
                 self._submit(index, num_steps)
@@ -221,6 +223,76 @@ class WorkerGroup:
             self._submit(index, num_steps)
         return self._collect(num_steps, len(self.actors), queue_depth=0)
 
+    # -- streaming ----------------------------------------------------------------------------
+    def stream(self, min_slots: int) -> list[dict[str, Any]]:
+        """Fragments holding at least ``min_slots`` env steps (reset steps included, as in
+        :meth:`sample`), taken from actors that sample without pause (``RolloutWorker.stream``).
+
+        No env ever waits: not for a slow env of another actor (lock-step sampling's loss), nor
+        for the learner (the actors keep sampling while it learns, and load the new weights
+        between two steps as soon as they arrive, so only the steps sampled meanwhile are one
+        version behind). The learner takes every actor's steps when the total should have
+        reached ``min_slots``, judged from the rate of the last takes, and again for any
+        shortfall; a batch is about ``min_slots`` env steps, however unevenly the envs stepped."""
+        for index in self.actors:
+            if index not in self._streams:
+                self._start_stream(index)
+        fragments: list[dict[str, Any]] = []
+        slots = 0
+        while slots < min_slots:
+            self._check_streams()
+            # 2% over the estimate: one take per batch, rarely a second one for a few steps.
+            time.sleep(min(2.0, 1.02 * (min_slots - slots) / self._rate) if self._rate else 0.1)
+            now = time.perf_counter()
+            takes = {actor.take.options(concurrency_group="control").remote(): (index, actor)
+                     for index, actor in self.actors.items()}
+            taken = 0
+            for ref, (index, actor) in takes.items():
+                try:
+                    fragment = ray.get(ref)
+                except RayActorError as exc:
+                    if self.actors.get(index) is actor:
+                        self._replace_stream(index, exc)
+                    continue
+                if fragment is None:
+                    continue
+                self._received(index, fragment)
+                taken += fragment["valid"].size
+                fragments.append(fragment)
+            if taken and self._last_take:
+                self._rate = taken / max(now - self._last_take, 1e-3)
+            self._last_take = now
+            slots += taken
+        return fragments
+
+    def _start_stream(self, index: int) -> None:
+        self._last_request = next(_requests)
+        self._streams[index] = self.actors[index].stream.remote(self._version, [self._weights_ref], self._last_request)
+
+    def _replace_stream(self, index: int, error: BaseException) -> None:
+        self._streams.pop(index, None)
+        self._replace(index, error)
+        self._start_stream(index)
+
+    def _check_streams(self) -> None:
+        """A stream only ends when aborted: one that ended raised (its error is the trial's) or
+        lost its actor (replaced)."""
+        ended, _ = ray.wait(list(self._streams.values()), num_returns=len(self._streams), timeout=0)
+        for ref in ended:
+            index = next(i for i, r in self._streams.items() if r == ref)
+            try:
+                ray.get(ref)
+            except RayActorError as exc:
+                self._replace_stream(index, exc)
+                continue
+            raise RuntimeError(f"rollout worker {index}: its stream ended without being stopped")
+
+    def _received(self, index: int, fragment: dict[str, Any]) -> None:
+        if self.start_s is None:
+            self.start_s = time.perf_counter() - self._created - fragment["sample_time_s"]
+        self._failures.pop(index, None)
+        self.nodes[index] = fragment["node"]
+
     def stop(self) -> None:
         """Park the actors for the next trainer of this placement group, their requests aborted
         (kill them outside a placement group)."""
@@ -231,8 +303,9 @@ class WorkerGroup:
             if group_id is None:
                 _kill(actor)
                 continue
-            if self._inflight:
+            if self._inflight or self._streams:
                 actor.abort.options(concurrency_group="control").remote(self._last_request)
             _park(group_id, index, actor)
         self.actors.clear()
         self._inflight.clear()
+        self._streams.clear()

@@ -194,15 +194,16 @@ def test_killed_rollout_actor_is_replaced_and_training_goes_on():
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_async_sampling_with_a_registered_env_on_rollout_actors_survives_a_kill():
+@pytest.mark.parametrize("requests", [None, 2], ids=["streams", "requests"])
+def test_async_sampling_with_a_registered_env_on_rollout_actors_survives_a_kill(requests):
     import ray
 
     register_env("step-count-async", step_count_env)  # published to the cluster for the actors
     trainer = PPO(config={"env": "step-count-async", "seed": 0, "num_workers": 2, "num_cpus_per_worker": 0.5,
-                          "sample_async": True, **SMALL})
+                          "sample_async": True, "max_requests_in_flight_per_worker": requests, **SMALL})
     try:
         results = [trainer.train() for _ in range(2)]
-        ray.kill(trainer.workers.actors[2])  # it has two requests queued: both fail, one replacement
+        ray.kill(trainer.workers.actors[2])  # its stream, or its two queued requests, fail: one replacement
         results += [trainer.train() for _ in range(3)]
         assert all(r["env_steps_this_iter"] > 0.5 * 256 for r in results)  # short episodes: 1 reset step in 4
         assert results[-1]["num_worker_restarts"] == 1

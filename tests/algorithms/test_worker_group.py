@@ -60,13 +60,15 @@ class KillParkedActor(tune.Callback):
             open(self.die, "w").close()
 
 
-def test_a_sweep_reuses_rollout_actors_across_trials_and_replaces_a_dead_one(tmp_path):
+@pytest.mark.parametrize("sample_async", [False, True], ids=["sync", "streams"])
+def test_a_sweep_reuses_rollout_actors_across_trials_and_replaces_a_dead_one(tmp_path, sample_async):
     register_env("dies-once", dies_once_env)
     die = str(tmp_path / "die")
     analysis = tune.run(
         "PPO",
-        # synchronous: an iteration waits for every actor, so the replacement comes in the first one
-        config={"env": "dies-once", "env_config": {"die": die}, "num_workers": 2,
+        # sync: an iteration waits for every actor; streams: every take asks every actor: either way
+        # the replacement comes in the first iteration
+        config={"env": "dies-once", "env_config": {"die": die}, "num_workers": 2, "sample_async": sample_async,
                 "seed": tune.grid_search([0, 1, 2]), **SMALL},
         stop={"training_iteration": 2},
         max_concurrent_trials=1,  # one trial actor, handed from trial to trial with its rollout actors
@@ -126,3 +128,65 @@ def test_an_aborted_request_returns_nothing_whether_running_or_queued():
     fragment = worker.sample(5, request=9)  # after it: sampled as usual
     assert fragment is not None and fragment["valid"].shape == (5, 1)
     assert worker.sample(5) is not None  # an unnumbered request (the learner's own worker) never is
+
+
+class CountedEnv(gym.Wrapper):
+    """CartPole whose every step first says it arrived (``config["arrived"]``, a semaphore), then
+    waits for a permit (``config["permits"]``): the test lets exactly as many steps run as it wants."""
+
+    def __init__(self, config):
+        super().__init__(gym.make("CartPole-v1"))
+        self._arrived, self._permits = config["arrived"], config["permits"]
+
+    def step(self, action):
+        self._arrived.release()
+        assert self._permits.acquire(timeout=30), "the test never let this step run"
+        return self.env.step(action)
+
+
+def test_a_stream_records_each_steps_weights_and_loads_new_ones_between_two_steps():
+    import threading
+
+    import numpy as np
+
+    from algorithms.numpy_policy import make_numpy_actor_critic
+    from algorithms.rollout import RolloutWorker
+
+    arrived, permits = threading.Semaphore(0), threading.Semaphore(0)
+
+    def run_steps(n):
+        """Let ``n`` more steps run; return once they are recorded (the step after them has arrived)."""
+        for _ in range(n):
+            permits.release()
+        for _ in range(n):
+            assert arrived.acquire(timeout=30)
+
+    policy_kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": [8], "activation": "tanh"}
+    worker = RolloutWorker(env=lambda config: CountedEnv(config), env_config={"arrived": arrived, "permits": permits},
+                           num_envs=1, policy_factory=make_numpy_actor_critic, policy_kwargs=policy_kwargs, seed=0)
+    first = make_numpy_actor_critic(**policy_kwargs).get_weights()
+    second = {name: array + 0.5 for name, array in first.items()}
+    out = []
+    streaming = threading.Thread(target=lambda: out.append(worker.stream(1, [first], request=3)))
+    streaming.start()
+    assert arrived.acquire(timeout=30)  # the first step is waiting
+    assert worker.take() is None  # nothing recorded yet
+    run_steps(5)
+    fragment = worker.take()
+    assert fragment["valid"].shape == (5, 1) and fragment["last_values"] is None
+    assert fragment["weights_versions"].tolist() == [1] * 5 and fragment["weights_version"] == 1
+    worker.push_weights(2, [second])
+    run_steps(3)  # the step already inside env.step acted with version 1; the next ones with 2
+    fragment = worker.take()
+    assert fragment["weights_versions"].tolist() == [1, 2, 2] and fragment["weights_version"] == 1
+    reference = make_numpy_actor_critic(**policy_kwargs)
+    reference.load_weights(second)
+    logits, values, _ = reference.forward(fragment["obs"][1:, 0])
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    taken = fragment["actions"][1:, 0].astype(int).reshape(-1)
+    np.testing.assert_allclose(fragment["logp"][1:, 0], log_probs[np.arange(2), taken], rtol=1e-5)
+    np.testing.assert_allclose(fragment["values"][1:, 0], values.reshape(-1), rtol=1e-5)
+    worker.abort(3)
+    permits.release()
+    streaming.join(30)
+    assert out == [None]
