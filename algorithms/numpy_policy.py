@@ -91,6 +91,22 @@ class NumpyActorCritic:
     def get_weights(self) -> dict[str, np.ndarray]:
         return dict(self.arrays)
 
+    def reset_parameters(self, rng: np.random.Generator) -> None:
+        """Orthogonal init as in SB3 and CleanRL (``ActorCritic.reset_parameters``' scheme, drawn
+        with numpy, so a trainer has its first weights before it imports torch): sqrt(2) hidden,
+        0.01 policy output, 1 value output, zero biases and log std."""
+        layers = [self.arrays[f"weights.{k}"] for k in range(len(self._layers))]
+        *hidden, out = layers
+        for w in hidden:
+            for k in range(2):
+                w[k] = _orthogonal(rng, w[k].shape, math.sqrt(2))
+        out[0] = _orthogonal(rng, out[0].shape, 0.01)
+        out[1] = 0.0
+        out[1, :, :1] = _orthogonal(rng, (out.shape[1], 1), 1.0)
+        for name, array in self.arrays.items():
+            if not name.startswith("weights."):
+                array[...] = 0.0
+
     def load_weights(self, weights: Mapping[str, np.ndarray]) -> None:
         """Copy weights in place (they may be read-only views of Ray's object store)."""
         for name, array in self.arrays.items():
@@ -169,6 +185,15 @@ class NumpyActorCritic:
         if len(self._arange) != n:
             self._arange = np.arange(n)
         return self._arange
+
+
+def _orthogonal(rng: np.random.Generator, shape: tuple[int, int], gain: float) -> np.ndarray:
+    """A (semi-)orthogonal matrix times ``gain``, as ``torch.nn.init.orthogonal_`` draws one."""
+    rows, cols = shape
+    flat = rng.standard_normal((rows, cols) if rows >= cols else (cols, rows))
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    return (gain * (q if rows >= cols else q.T)).astype(np.float32)
 
 
 def make_numpy_actor_critic(**kwargs: Any) -> NumpyActorCritic:

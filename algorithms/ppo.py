@@ -56,18 +56,19 @@ reaches 475 on CartPole-v1 within 100k env steps.
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
 import numpy as np
-import torch
-from torch import nn
 
-from algorithms.flat_adam import FlatAdam
-from algorithms.numpy_policy import NumpyActorCritic, make_numpy_actor_critic
-from algorithms.ppo_numpy import NumpyPPOUpdate, covers
+from algorithms.numpy_policy import ACTIVATIONS, make_numpy_actor_critic
 from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check, concat_fragments
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where the learner needs it (building its network, learning), never at this
+# module's import: the driver imports this module to size a trial's placement group, and a trial
+# starts its rollout actors before it pays for torch (algorithms/ppo_model.py).
 
 PPO_DEFAULTS: dict[str, Any] = {
     # sampling (num_workers, num_envs_per_worker, train_batch_size, sample_async: trainer.py)
@@ -95,191 +96,6 @@ PPO_DEFAULTS: dict[str, Any] = {
     "use_sde": False,
     "sde_sample_freq": -1,
 }
-
-_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-
-
-# ---------------------------------------------------------------------------------------------
-# The network
-# ---------------------------------------------------------------------------------------------
-class ActorCritic(nn.Module):
-    """Separate policy and value MLPs, evaluated together.
-
-    Both MLPs have the same layer sizes, so their layers are stacked: layer ``k`` holds a weight
-    of shape (2, in, out) (index 0: policy, 1: value function) and one batched matmul computes
-    both networks' layer at once. It is the same function as two ``nn.Sequential``s with half the
-    calls, and the calls are what a 64-wide MLP's speed on a CPU is made of. The output layer is
-    stacked too, with ``num_outputs`` columns: the policy uses all of them (logits or Gaussian
-    means), the value function its first (the other value columns are zero and stay zero: no
-    loss reads them, so their gradient is zero).
-
-    Discrete actions: a Categorical over logits. Box actions: a diagonal Gaussian with a
-    state-independent log std (SB3's default), or with ``sde=True`` generalized state-dependent
-    exploration (gSDE, Raffin et al. 2021, as SB3's ``use_sde``): the noise is a linear function
-    ``phi(s) @ W`` of the policy's last hidden features, with ``W ~ N(0, exp(log_std)^2)`` drawn
-    anew every ``sde_sample_freq`` steps (and at each fragment's start), so the action's std
-    ``sqrt(phi(s)^2 @ exp(log_std)^2)`` depends on the state. The env gets the action clipped to
-    its bounds, the learner the unclipped one.
-    """
-
-    def __init__(
-        self,
-        obs_dim: int,
-        action_space: gym.Space,
-        hidden_sizes: list[int],
-        activation: str,
-        inference: str = "numpy",
-        sde: bool = False,
-        sde_sample_freq: int = -1,
-    ) -> None:
-        super().__init__()
-        if inference not in ("numpy", "torch"):
-            raise ValueError(f"inference must be 'numpy' or 'torch', got {inference!r}")
-        self.inference = inference
-        self.activation = activation
-        self.obs_dim = obs_dim
-        self.action_space = action_space
-        self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        self.sde = sde
-        self.sde_sample_freq = sde_sample_freq
-        if self.discrete:
-            if sde:
-                raise ValueError("config key 'use_sde': state-dependent exploration needs a Box action space")
-            self.num_outputs = int(action_space.n)
-        elif isinstance(action_space, gym.spaces.Box):
-            self.num_outputs = int(np.prod(action_space.shape))
-            self._action_shape = action_space.shape
-            # one log std per action, or with gSDE per (last hidden feature, action)
-            std_shape = (hidden_sizes[-1], self.num_outputs) if sde else (self.num_outputs,)
-            self.log_std = nn.Parameter(torch.zeros(std_shape))
-        else:
-            raise ValueError(f"action space {action_space} is not supported (Discrete or Box are)")
-        self.act_fn = _ACTIVATIONS[activation]
-        sizes = [obs_dim] + list(hidden_sizes) + [self.num_outputs]
-        self.weights = nn.ParameterList(nn.Parameter(torch.empty(2, i, o)) for i, o in zip(sizes[:-1], sizes[1:]))
-        self.biases = nn.ParameterList(nn.Parameter(torch.zeros(2, 1, o)) for o in sizes[1:])
-        self.hidden_sizes = list(hidden_sizes)
-        self._layers: Any = None  # plain references, see _tensors()
-        self._numpy: NumpyActorCritic | None = None
-        self._numpy_storage = 0
-
-    def reset_parameters(self, generator: torch.Generator) -> None:
-        """Orthogonal init as in SB3 and CleanRL: sqrt(2) hidden, 0.01 policy output, 1 value output."""
-        with torch.no_grad():
-            *hidden, out = self.weights
-            for w in hidden:
-                for k in range(2):
-                    nn.init.orthogonal_(w[k], gain=math.sqrt(2), generator=generator)
-            nn.init.orthogonal_(out[0], gain=0.01, generator=generator)
-            out[1].zero_()
-            nn.init.orthogonal_(out[1, :, :1], gain=1.0, generator=generator)
-            for b in self.biases:
-                b.zero_()
-
-    def _tensors(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        # Plain references to the parameters: nn.Module/ParameterList attribute access costs more
-        # than the matmuls of a 64-wide layer. Parameters are only ever updated in place
-        # (optimiser, load_state_dict), so the references stay valid.
-        if self._layers is None:
-            self._layers = list(zip(self.weights, self.biases))
-        return self._layers
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(policy outputs: logits or Gaussian means, values, the policy's last hidden features)."""
-        *hidden, (w_out, b_out) = self._tensors()
-        act_fn = self.act_fn
-        h = obs.expand(2, *obs.shape)
-        for w, b in hidden:
-            h = act_fn(torch.baddbmm(b, h, w))
-        out = torch.baddbmm(b_out, h, w_out)
-        return out[0], out[1, :, 0], h[0]
-
-    # -- learner side: log-probabilities (and entropy) of taken actions ---------------------
-    def evaluate(
-        self, obs: torch.Tensor, actions: torch.Tensor, with_entropy: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        """(log pi(actions | obs), entropy or None, V(obs)), differentiable."""
-        pi_out, values, features = self(obs)
-        entropy = None
-        if self.discrete:
-            logp = -nn.functional.cross_entropy(pi_out, actions, reduction="none")  # fused log_softmax + pick
-            if with_entropy:
-                logp_all = torch.log_softmax(pi_out, dim=-1)
-                entropy = -(logp_all.exp() * logp_all).sum(-1)
-            return logp, entropy, values
-        if self.sde:  # std(s) = sqrt(phi(s)^2 @ exp(log_std)^2); features not trained through it (SB3)
-            log_std = 0.5 * torch.log(features.detach().pow(2) @ torch.exp(2 * self.log_std) + 1e-6)
-        else:
-            log_std = self.log_std
-        z = (actions - pi_out) * torch.exp(-log_std)
-        logp = (-0.5 * z.pow(2) - log_std).sum(-1) - _LOG_SQRT_2PI * self.num_outputs
-        if with_entropy:
-            entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(len(obs))
-        return logp, entropy, values
-
-    # -- rollout side: numpy in, numpy out -------------------------------------------------
-    def numpy_policy(self) -> NumpyActorCritic:
-        """This network's rollout side in numpy, on zero-copy views of these very parameters (made
-        again when the parameters move to new storage, as FlatAdam moves them)."""
-        storage = self._tensors()[0][0].data_ptr()
-        if self._numpy is None or storage != self._numpy_storage:
-            arrays = {name: p.detach().numpy() for name, p in self.named_parameters()}
-            self._numpy, self._numpy_storage = NumpyActorCritic(**self.numpy_kwargs(), arrays=arrays), storage
-        return self._numpy
-
-    def numpy_kwargs(self) -> dict[str, Any]:
-        """How a rollout actor builds this network's rollout side without torch."""
-        return {"obs_dim": self.obs_dim, "action_space": self.action_space, "hidden_sizes": list(self.hidden_sizes),
-                "activation": self.activation, "sde": self.sde, "sde_sample_freq": self.sde_sample_freq}
-
-    def act(
-        self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(env actions, actions, log-probabilities, values) for a batch of encoded observations.
-
-        With ``inference="numpy"`` (the default) the network runs in numpy
-        (``algorithms/numpy_policy.py``); with ``"torch"`` its forward pass runs in torch.
-        ``new_noise`` draws new gSDE exploration matrices first.
-        """
-        numpy_policy = self.numpy_policy()
-        if self.inference == "numpy":
-            return numpy_policy.act(obs, rng, explore=explore, new_noise=new_noise)
-        with torch.no_grad():
-            outputs = [t.numpy() for t in self(torch.from_numpy(obs))]
-        return numpy_policy.act_on(*outputs, rng, explore=explore, new_noise=new_noise)
-
-    def begin_fragment(self) -> None:
-        """Called by the rollout worker before each fragment: gSDE draws new noise then (SB3)."""
-        self.numpy_policy().begin_fragment()
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        if self.inference == "numpy":
-            return self.numpy_policy().value(obs)
-        with torch.no_grad():
-            return self(torch.from_numpy(obs))[1].numpy()
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().numpy() for k, v in self.state_dict().items()}
-
-    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Copy weights in place (the arrays may be read-only views of Ray's object store)."""
-        for k, v in self.state_dict().items():
-            np.copyto(v.numpy(), weights[k])
-
-
-def make_actor_critic(
-    obs_dim: int,
-    action_space: gym.Space,
-    hidden_sizes: list[int],
-    activation: str,
-    inference: str = "numpy",
-    sde: bool = False,
-    sde_sample_freq: int = -1,
-) -> ActorCritic:
-    """What a rollout worker calls to build its copy (weights arrive with its first request)."""
-    return ActorCritic(obs_dim, action_space, hidden_sizes, activation, inference, sde, sde_sample_freq)
-
 
 # ---------------------------------------------------------------------------------------------
 # Advantages: GAE(lambda), in the rollout worker, on a (time, env) fragment
@@ -367,17 +183,17 @@ class PPO(DistributedTrainer):
         sizes = c["hidden_sizes"]
         check(isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(_is_int(s) and s >= 1 for s in sizes),
               "hidden_sizes", "must be a non-empty list of ints >= 1", sizes)
-        check(c["activation"] in _ACTIVATIONS, "activation", f"must be one of {sorted(_ACTIVATIONS)}", c["activation"])
+        check(c["activation"] in ACTIVATIONS, "activation", f"must be one of {sorted(ACTIVATIONS)}", c["activation"])
         check(isinstance(c["use_sde"], bool), "use_sde", "must be True or False", c["use_sde"])
         check(_is_int(c["sde_sample_freq"]) and (c["sde_sample_freq"] == -1 or c["sde_sample_freq"] >= 1),
               "sde_sample_freq", "must be -1 (once per fragment) or an int >= 1", c["sde_sample_freq"])
         _lr_schedule_points(c["lr_schedule"], c["lr"])  # raises for a bad schedule
 
     # -- building ------------------------------------------------------------------------------
-    def build_policy(self, observation_space, action_space):
+    def _policy_kwargs(self, observation_space, action_space) -> dict[str, Any]:
         from algorithms.rollout import ObsEncoder
 
-        kwargs = {
+        return {
             "obs_dim": ObsEncoder(observation_space).dim,
             "action_space": action_space,
             "hidden_sizes": [int(s) for s in self.cfg["hidden_sizes"]],
@@ -385,13 +201,33 @@ class PPO(DistributedTrainer):
             "sde": self.cfg["use_sde"],
             "sde_sample_freq": self.cfg["sde_sample_freq"],
         }
+
+    def rollout_policy(self, observation_space, action_space):
+        # Rollout actors act in numpy and never import torch (algorithms/numpy_policy.py); the
+        # first weights are drawn in numpy too, so the actors sample before the learner has torch.
+        kwargs = self._policy_kwargs(observation_space, action_space)
+        if getattr(self, "_initial_weights", None) is None:
+            policy = make_numpy_actor_critic(**kwargs)
+            policy.reset_parameters(np.random.default_rng([self.seed, 1]))
+            self._initial_weights = policy.get_weights()
+        return make_numpy_actor_critic, kwargs, self._initial_weights
+
+    def build_policy(self, observation_space, action_space):
+        import torch
+
+        from algorithms.ppo_model import make_actor_critic
+
+        _, kwargs, weights = self.rollout_policy(observation_space, action_space)
         policy = make_actor_critic(**kwargs)
+        policy.load_weights(weights)
+        self._initial_weights = None  # the policy holds them now
         self.torch_rng = torch.Generator().manual_seed(self.seed)
-        policy.reset_parameters(self.torch_rng)
-        # Rollout actors act in numpy and never import torch (algorithms/numpy_policy.py).
         return policy, make_numpy_actor_critic, policy.numpy_kwargs()
 
     def build_learner(self) -> None:
+        from algorithms.flat_adam import FlatAdam
+        from algorithms.ppo_numpy import NumpyPPOUpdate, covers
+
         self._params = list(self.policy.parameters())
         self.optimizer = FlatAdam(self._params, lr=self.cfg["lr"], eps=1e-5)
         self._numpy_update = NumpyPPOUpdate(self.policy, self.optimizer) if covers(self.policy) else None
@@ -424,6 +260,8 @@ class PPO(DistributedTrainer):
         it was drawn from. Updates ``fragment`` in place (``logp``, ``values``, ``last_values``);
         returns the weights of its valid transitions, flat.
         """
+        import torch
+
         T, N = fragment["valid"].shape
         obs = torch.from_numpy(fragment["obs"].reshape(T * N, -1).copy())  # Ray hands read-only arrays
         actions = fragment["actions"].reshape(T * N, -1)
@@ -450,6 +288,8 @@ class PPO(DistributedTrainer):
     # -- the PPO update ---------------------------------------------------------------------------
     def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         """``num_epochs`` passes of minibatch SGD over the batch on the clipped PPO objective."""
+        import torch
+
         c = self.cfg
         self._apply_lr()
         advantages = batch["advantages"]
@@ -516,6 +356,8 @@ class PPO(DistributedTrainer):
 
     def _autograd_step(self, minibatch: list[torch.Tensor]) -> tuple[float, float, np.ndarray, np.ndarray]:
         """One SGD update through autograd: any network, any action space."""
+        import torch
+
         c = self.cfg
         clip, vf_clip, vf_coeff, ent_coeff = c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"]
         obs, actions, old_logp, old_values, target, adv = minibatch
@@ -528,7 +370,7 @@ class PPO(DistributedTrainer):
         # The clipped surrogate: -min(r A, clip(r) A), averaged.
         policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
         if vf_clip is None:
-            vf_loss = 0.5 * nn.functional.mse_loss(values, target)
+            vf_loss = 0.5 * torch.nn.functional.mse_loss(values, target)
         else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
             v_old = old_values[:, 0]
             v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
@@ -569,6 +411,8 @@ def _stale_steps(fragment: dict[str, Any], current: int, env_steps: int) -> int:
 
 def _tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor sharing ``array``'s memory; a copy when it is read-only (it came out of Ray's store)."""
+    import torch
+
     return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 

@@ -26,7 +26,6 @@ import time
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
-import torch
 
 from algorithms import layout
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
@@ -183,6 +182,15 @@ class DistributedTrainer(Trainable):
         was sampled with older weights."""
         raise NotImplementedError
 
+    def rollout_policy(
+        self, observation_space: Any, action_space: Any
+    ) -> tuple[Callable[..., Any], dict[str, Any], Mapping[str, np.ndarray]] | None:
+        """(factory, kwargs, first weights) of the rollout actors' policy, known before
+        ``build_policy`` runs (without torch), so the actors start, and streams sample, while the
+        learner builds its network; ``build_policy`` must then start from these weights. None:
+        the actors start after ``build_policy``, with its factory and weights."""
+        return None
+
     def build_learner(self) -> None:
         """Create the optimiser and whatever else ``learn_on_batch`` needs."""
 
@@ -205,15 +213,40 @@ class DistributedTrainer(Trainable):
         if c["seed"] is None:
             c["seed"] = int(np.random.SeedSequence().entropy % (2**31))
         self.seed = int(c["seed"])
-        self._set_learner_threads()
         self.env = resolve_env(c["env"])
         self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])
-        self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
-        self.build_learner()
         self.env_steps_total = 0
         self._layout = sampling_layout(c)
         self.window = EpisodeWindow(100)
-        self.workers = WorkerGroup(
+        rollout = self.rollout_policy(self.observation_space, self.action_space) if c["num_workers"] else None
+        if rollout is not None:
+            # The rollout actors' processes start now and boot, and streams sample, while this
+            # one imports torch and builds the learner: they are the longer part of a trial's start.
+            factory, policy_kwargs, weights = rollout
+            self.workers = self._worker_group(factory, policy_kwargs, local_policy=None)
+            self.workers.set_weights(lambda: weights)
+            if self._streams():
+                self.workers.start_streams()
+        try:
+            self._set_learner_threads()
+            self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
+            self.build_learner()
+        except BaseException:
+            if rollout is not None:  # parked for the next trial, not left running
+                self.workers.stop()
+            raise
+        if rollout is None:
+            self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
+            self.workers.set_weights(self.policy.get_weights)
+
+    def _streams(self) -> bool:
+        """Whether rollout actors sample as streams (``WorkerGroup.stream``)."""
+        c = self.cfg
+        return bool(c["num_workers"]) and c["sample_async"] and c["max_requests_in_flight_per_worker"] is None
+
+    def _worker_group(self, factory: Callable[..., Any], policy_kwargs: dict[str, Any], local_policy: Any) -> WorkerGroup:
+        c = self.cfg
+        return WorkerGroup(
             worker_kwargs=dict(
                 env=self.env,
                 env_config=dict(c["env_config"]),
@@ -224,13 +257,14 @@ class DistributedTrainer(Trainable):
             ),
             num_workers=c["num_workers"],
             num_cpus_per_worker=c["num_cpus_per_worker"],
-            local_policy=self.policy,
+            local_policy=local_policy,
         )
-        self.workers.set_weights(self.policy.get_weights)
 
     def _set_learner_threads(self) -> None:
         # Small networks: one thread per whole CPU of the learner's bundle, at least one
         # (see algorithms/ppo.py for the measurement).
+        import torch
+
         threads = max(1, int(self.cfg["num_cpus_for_learner"]))
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
@@ -246,11 +280,11 @@ class DistributedTrainer(Trainable):
         start = time.perf_counter()
         num_steps, num_fragments = self.fragment_length()
         first = self.workers.start_s is None
-        requests = self.cfg["max_requests_in_flight_per_worker"]
-        if self.cfg["sample_async"] and requests is None and self.workers.local is None:
+        if self._streams():
             fragments = self.workers.stream(self.cfg["train_batch_size"])
         else:
-            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests or 1)
+            requests = self.cfg["max_requests_in_flight_per_worker"] or 1
+            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests)
         sampled = time.perf_counter()
         batch = self.postprocess_fragments(fragments)
         env_steps = int(batch["env_steps"])
@@ -289,11 +323,15 @@ class DistributedTrainer(Trainable):
             "episode_window": self.window.state(),
             "learner": self.learner_state(),
         }
+        import torch
+
         torch.save(state, os.path.join(checkpoint_dir, STATE_FILE))
 
     def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
         if not isinstance(checkpoint, str):
             raise ValueError(f"{self._name}: expected a checkpoint directory, got {type(checkpoint).__name__}")
+        import torch
+
         state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
         self.policy.load_state_dict(state["policy"])
         self.env_steps_total = int(state["counters"]["env_steps_total"])

@@ -234,9 +234,7 @@ class WorkerGroup:
         version behind). The learner takes every actor's steps when the total should have
         reached ``min_slots``, judged from the rate of the last takes, and again for any
         shortfall; a batch is about ``min_slots`` env steps, however unevenly the envs stepped."""
-        for index in self.actors:
-            if index not in self._streams:
-                self._start_stream(index)
+        self.start_streams()
         fragments: list[dict[str, Any]] = []
         slots = 0
         while slots < min_slots:
@@ -264,6 +262,12 @@ class WorkerGroup:
             self._last_take = now
             slots += taken
         return fragments
+
+    def start_streams(self) -> None:
+        """Start every actor's stream that is not running (with the weights published last)."""
+        for index in self.actors:
+            if index not in self._streams:
+                self._start_stream(index)
 
     def _start_stream(self, index: int) -> None:
         self._last_request = next(_requests)

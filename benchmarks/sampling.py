@@ -60,7 +60,8 @@ def _worker_kwargs(num_envs: int, seed: int, inference: str) -> dict:
     import gymnasium as gym
 
     from algorithms.numpy_policy import make_numpy_actor_critic
-    from algorithms.ppo import PPO, make_actor_critic
+    from algorithms.ppo import PPO
+    from algorithms.ppo_model import make_actor_critic
 
     config = PPO.resolve_config({"env": "CartPole-v1"})
     kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": config["hidden_sizes"],
@@ -77,7 +78,7 @@ def _weights() -> dict:
     import gymnasium as gym
     import torch
 
-    from algorithms.ppo import make_actor_critic
+    from algorithms.ppo_model import make_actor_critic
 
     policy = make_actor_critic(4, gym.spaces.Discrete(2), [64, 64], "tanh")
     policy.reset_parameters(torch.Generator().manual_seed(0))

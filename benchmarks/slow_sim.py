@@ -9,11 +9,13 @@ batches hold slightly fewer transitions: an env's reset takes a slot of its frag
 ``tuner/SlowCartPole-v1``, CartPole's dynamics behind a step that sleeps 3 ms, or 100 ms with
 probability 0.03. The same PPO everywhere: a batch of 2,048 env steps per update (256 steps x 8
 envs), 10 epochs, minibatch 512, gamma 0.99, GAE lambda 0.95, clip 0.2, no KL term, no entropy
-bonus, value loss 0.5, separate 64x64 tanh policy and value nets, Adam, gradient norm 0.5.
+bonus, value loss 0.5 x the mean squared error, separate 64x64 tanh policy and value nets, Adam, gradient norm 0.5.
 
 * tuner (ours): ``tune.run("PPO")``, 8 rollout actors of 1 env (``num_workers=8,
-  num_envs_per_worker=1``) sampling asynchronously (``sample_async=True``), 1 CPU each and 1 for
-  the learner, so Ray packs 2 trials of 8 + 1 CPUs on the 18 it is told.
+  num_envs_per_worker=1``) sampling asynchronously (``sample_async=True``: each actor steps its
+  env without pause and loads new weights between two steps; the learner takes the steps sampled
+  when the batch is full, so a batch holds about 2,048 steps however unevenly the envs stepped),
+  1 CPU each and 1 for the learner, so Ray packs 2 trials of 8 + 1 CPUs on the 18 it is told.
 * Optuna + SB3: the study enqueues the same 4 configs (no sampling); 2 worker processes take them
   in turn; SB3's PPO on ``SubprocVecEnv(8)`` (one process per env, stepped in lock-step).
 * Ray Tune + RLlib: ``Tuner("PPO")`` over the same grid, 2 at once, 8 env runners of 1 env
@@ -91,7 +93,10 @@ def run_tuner(work: Workload, storage: str) -> tuple[Outcome, Any]:
             "num_workers": work.envs, "num_envs_per_worker": 1, "sample_async": True,
             "num_cpus_per_worker": work.cpus_per_env, "num_cpus_for_learner": work.learner_cpus,
             "train_batch_size": work.batch, "minibatch_size": work.minibatch, "num_epochs": work.epochs,
-            "gamma": GAMMA, "lambda": GAE_LAMBDA, "clip_param": CLIP, "vf_loss_coeff": VF_COEF, "vf_clip_param": None,
+            "gamma": GAMMA, "lambda": GAE_LAMBDA, "clip_param": CLIP,
+            # SB3's and RLlib's value loss is vf_coef * mean((v - R)^2), ours (CleanRL's)
+            # vf_loss_coeff * 0.5 * mean((v - R)^2): twice the coefficient is the same objective.
+            "vf_loss_coeff": 2 * VF_COEF, "vf_clip_param": None,
             "entropy_coeff": ENTROPY_COEF, "max_grad_norm": MAX_GRAD_NORM, "hidden_sizes": list(HIDDEN),
             "activation": "tanh",
             "lr": tune.grid_search(list(work.lrs)), "seed": tune.grid_search(list(work.seeds)),

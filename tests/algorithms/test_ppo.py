@@ -92,7 +92,7 @@ def test_rollout_log_probs_and_values_match_the_learner(env, extra):
     """The numpy forward of the rollouts and the torch one of the learner agree (ratio 1 at first)."""
     import gymnasium as gym
 
-    from algorithms.ppo import make_actor_critic
+    from algorithms.ppo_model import make_actor_critic
 
     trainer = PPO(config={"env": env, "seed": 0, **SMALL, **extra})
     try:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from algorithms.flat_adam import FlatAdam
-from algorithms.ppo import make_actor_critic
+from algorithms.ppo_model import make_actor_critic
 from algorithms.ppo_numpy import NumpyPPOUpdate, covers
 
 
