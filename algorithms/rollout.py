@@ -486,6 +486,31 @@ class RolloutWorker:
         return returns, lens
 
 
+_TIME_MAJOR = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid", "weights_versions")
+
+
+def split_fragment(fragment: dict[str, Any], t: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A streamed fragment (``RolloutWorker.take``) cut before step ``t``: the steps before it
+    and those from it on, each a fragment of its own (the first bootstraps from the observation
+    at ``t``; an episode goes with the part its last step is in)."""
+    T = len(fragment["valid"])
+    if not 0 < t < T:
+        raise ValueError(f"a fragment of {T} steps can only be cut inside, got t={t}")
+    head, tail = dict(fragment), dict(fragment)
+    for key in _TIME_MAJOR:
+        head[key], tail[key] = fragment[key][:t], fragment[key][t:]
+    head["last_obs"] = fragment["obs"][t]
+    head["last_values"] = tail["last_values"] = None
+    ended_before = int((np.nonzero(fragment["terminated"] | fragment["truncated"])[0] < t).sum())  # in order of completion
+    for key in ("episode_returns", "episode_lens"):
+        head[key], tail[key] = fragment[key][:ended_before], fragment[key][ended_before:]
+    head["sample_time_s"] = fragment["sample_time_s"] * t / T
+    tail["sample_time_s"] = fragment["sample_time_s"] - head["sample_time_s"]
+    head["weights_version"] = int(head["weights_versions"].min())
+    tail["weights_version"] = int(tail["weights_versions"].min())
+    return head, tail
+
+
 class EpisodeWindow:
     """Returns and lengths of the last ``size`` completed episodes of all the trial's envs.
 

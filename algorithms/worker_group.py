@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections import Counter
 from typing import Any, Callable, Mapping
@@ -23,7 +24,7 @@ import ray
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from algorithms.rollout import RolloutWorker, publish_env_creators
+from algorithms.rollout import RolloutWorker, publish_env_creators, split_fragment
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class WorkerGroup:
         self._streams: dict[int, ray.ObjectRef] = {}  # worker index -> its running stream call
         self._rate: float | None = None  # env steps/s of all streams together, from the last takes
         self._last_take = 0.0
+        self._carry: list[dict[str, Any]] = []  # streamed steps left over from the last batch
         self._version = 0
         self._last_request = -1
         self._weights_ref: Any = None
@@ -233,14 +235,22 @@ class WorkerGroup:
         between two steps as soon as they arrive, so only the steps sampled meanwhile are one
         version behind). The learner takes every actor's steps when the total should have
         reached ``min_slots``, judged from the rate of the last takes, and again for any
-        shortfall; a batch is about ``min_slots`` env steps, however unevenly the envs stepped."""
+        shortfall. A batch holds ``min_slots`` env steps or a few more, however unevenly the envs
+        stepped: steps beyond that wait for the next batch (see :meth:`_keep`)."""
         self.start_streams()
-        fragments: list[dict[str, Any]] = []
-        slots = 0
-        while slots < min_slots:
+        carried, self._carry = self._carry, []
+        fresh: list[dict[str, Any]] = []
+        slots = sum(f["valid"].size for f in carried)
+        took = False
+        while not took or slots < min_slots:  # a take every batch, so no backlog builds up in the actors
+            took = True
             self._check_streams()
-            # 2% over the estimate: one take per batch, rarely a second one for a few steps.
-            time.sleep(min(2.0, 1.02 * (min_slots - slots) / self._rate) if self._rate else 0.1)
+            if slots >= min_slots:
+                pass
+            elif self._rate:  # the actors have been sampling since the last take: count that in
+                time.sleep(max(0.0, (min_slots - slots) / self._rate - (time.perf_counter() - self._last_take)))
+            else:
+                time.sleep(0.1)
             now = time.perf_counter()
             takes = {actor.take.options(concurrency_group="control").remote(): (index, actor)
                      for index, actor in self.actors.items()}
@@ -256,12 +266,45 @@ class WorkerGroup:
                     continue
                 self._received(index, fragment)
                 taken += fragment["valid"].size
-                fragments.append(fragment)
-            if taken and self._last_take:
-                self._rate = taken / max(now - self._last_take, 1e-3)
+                fresh.append(fragment)
+            if taken and self._last_take:  # smoothed: a few slow steps make one interval's count noisy
+                rate = taken / max(now - self._last_take, 1e-3)
+                self._rate = rate if self._rate is None else 0.7 * self._rate + 0.3 * rate
             self._last_take = now
             slots += taken
-        return fragments
+        return self._keep(carried, fresh, min_slots)
+
+    def _keep(self, carried: list[dict[str, Any]], fresh: list[dict[str, Any]], min_slots: int) -> list[dict[str, Any]]:
+        """The batch: ``min_slots`` of the steps (or up to 5% more), oldest first: what was left
+        over last time, then this batch's takes, each group's fragments cut in the same
+        proportion; the rest waits for the next batch. Without this, the first batch of a trial
+        would hold everything its actors sampled while the learner set up (fewer updates per env
+        step), and a late take would make a big batch."""
+        kept: list[dict[str, Any]] = []
+        budget = min_slots
+        for group in (carried, fresh):
+            size = sum(f["valid"].size for f in group)
+            if budget <= 0:
+                self._carry.extend(group)
+                continue
+            if size <= budget * 1.05:
+                kept.extend(group)
+                budget -= size
+                continue
+            share = budget / size
+            for fragment in group:
+                steps = len(fragment["valid"])
+                cut = math.ceil(steps * share)
+                if cut >= steps:
+                    kept.append(fragment)
+                elif cut == 0:
+                    self._carry.append(fragment)
+                else:
+                    head, tail = split_fragment(fragment, cut)
+                    kept.append(head)
+                    self._carry.append(tail)
+            budget = 0
+        return kept
 
     def start_streams(self) -> None:
         """Start every actor's stream that is not running (with the weights published last)."""

@@ -231,3 +231,31 @@ def test_episode_stats_match_a_step_by_step_count_across_fragments():
         np.testing.assert_allclose(returns, expected_returns, rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(lens, expected_lens)
         np.testing.assert_allclose(worker.ep_return, ref_return, rtol=1e-5, atol=1e-5)
+
+
+def test_a_streamed_fragment_cut_in_two_keeps_every_step_and_episode_once():
+    import numpy as np
+
+    from algorithms.rollout import split_fragment
+
+    T, N = 6, 2
+    done = np.zeros((T, N), dtype=bool)
+    done[1, 0] = done[4, 1] = True  # episodes end at t=1 (env 0), then t=4 (env 1)
+    fragment = {
+        "obs": np.arange(T * N * 3, dtype=np.float32).reshape(T, N, 3), "actions": np.zeros((T, N), np.int64),
+        "logp": np.zeros((T, N), np.float32), "values": np.zeros((T, N), np.float32),
+        "rewards": np.ones((T, N), np.float32), "terminated": done, "truncated": np.zeros((T, N), bool),
+        "valid": np.ones((T, N), bool), "last_values": None, "last_obs": np.full((N, 3), -1.0, np.float32),
+        "episode_returns": np.array([2.0, 5.0]), "episode_lens": np.array([2, 5]), "sample_time_s": 0.6,
+        "weights_versions": np.array([3, 3, 4, 4, 4, 4]), "weights_version": 3, "worker_index": 1, "node": "n",
+    }
+    head, tail = split_fragment(fragment, 3)
+    assert head["valid"].shape == (3, N) and tail["valid"].shape == (3, N)
+    np.testing.assert_array_equal(head["last_obs"], fragment["obs"][3])  # bootstraps where the tail starts
+    np.testing.assert_array_equal(tail["last_obs"], fragment["last_obs"])
+    assert head["episode_returns"].tolist() == [2.0] and tail["episode_returns"].tolist() == [5.0]
+    assert (head["weights_version"], tail["weights_version"]) == (3, 4)
+    assert head["sample_time_s"] + tail["sample_time_s"] == pytest.approx(0.6)
+    np.testing.assert_array_equal(np.concatenate([head["obs"], tail["obs"]]), fragment["obs"])
+    with pytest.raises(ValueError, match="t=6"):
+        split_fragment(fragment, 6)
