@@ -312,6 +312,18 @@ class WorkerGroup:
             if index not in self._streams:
                 self._start_stream(index)
 
+    @property
+    def backlog_steps(self) -> int:
+        """Env steps (reset steps included) taken from the streams but left for the next batch."""
+        return sum(f["valid"].size for f in self._carry)
+
+    def pause(self) -> None:
+        """Stop the streams; the actors stay, idle, with what they sampled, until the next
+        :meth:`stream` starts them again."""
+        for index in list(self._streams):
+            self.actors[index].abort.options(concurrency_group="control").remote(self._last_request)
+        self._streams.clear()
+
     def _start_stream(self, index: int) -> None:
         self._last_request = next(_requests)
         self._streams[index] = self.actors[index].stream.remote(self._version, [self._weights_ref], self._last_request)

@@ -9,10 +9,12 @@ apart, since time.sleep overshoots). Measured, in env steps per second:
   parallel), random actions; every step waits for the slowest env;
 * ours, synchronous sampling: PPO with one rollout actor per env; an iteration waits for every
   actor's fragment (lock-step per fragment rather than per step);
-* ours, asynchronous sampling (``sample_async=True``): the learner takes the first fragments to
-  arrive; each actor is asked for its next fragment as soon as its last one is taken;
-* the same with ``max_requests_in_flight_per_worker=2``: a second request waits in each actor's
-  queue, so an actor that finishes while the learner learns goes straight on.
+* ours, asynchronous sampling (``sample_async=True``): each actor steps its env without pause and
+  loads new weights between two steps; the learner takes what they sampled when a batch is full;
+* ours, asynchronous with sample requests (``max_requests_in_flight_per_worker=1``): the learner
+  takes the first fragments to arrive; each actor is asked for its next fragment as soon as its
+  last one is taken; and with 2, a second request waits in each actor's queue, so an actor that
+  finishes while the learner learns goes straight on.
 
 Ours are whole PPO iterations (sampling and learning, small SGD settings), timed from the end of
 the first iteration to the end of the last. Episodes never end within the run, so every
@@ -83,7 +85,7 @@ def run_lockstep(env_config: dict, envs: int, seconds: float) -> float:
         vec.close()
 
 
-def run_ours(env_config: dict, envs: int, seconds: float, asynchronous: bool, in_flight: int = 1) -> float:
+def run_ours(env_config: dict, envs: int, seconds: float, asynchronous: bool, in_flight: int | None = None) -> float:
     """Env steps/s of PPO iterations with one rollout actor per env."""
     from algorithms import PPO
 
@@ -162,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("ours, synchronous sampling (PPO iterations)", run_ours(env_config, args.envs, args.seconds, False)))
     print(f"  {rows[-1][0]}: {rows[-1][1]:,.0f} steps/s", flush=True)
     rows.append(("ours, asynchronous sampling (PPO iterations)", run_ours(env_config, args.envs, args.seconds, True)))
+    print(f"  {rows[-1][0]}: {rows[-1][1]:,.0f} steps/s", flush=True)
+    rows.append(("ours, asynchronous, 1 request in flight per actor",
+                 run_ours(env_config, args.envs, args.seconds, True, in_flight=1)))
     print(f"  {rows[-1][0]}: {rows[-1][1]:,.0f} steps/s", flush=True)
     rows.append(("ours, asynchronous, 2 requests in flight per actor",
                  run_ours(env_config, args.envs, args.seconds, True, in_flight=2)))

@@ -34,9 +34,10 @@ numpy (OpenBLAS) runs one thread, while the single-node learner in this process 
 unless the environment says otherwise; ``OMP_NUM_THREADS=1 python benchmarks/scaling.py`` makes
 them alike (the rollout actors have it either way).
 
-``--requests-per-actor`` (``max_requests_in_flight_per_worker``, 1): with 2, an actor whose
-fragment is done while the learner learns starts its next one at once instead of waiting to be
-asked. A busy machine shows in the ``other`` column (other users' processes); its load also makes
+``--requests-per-actor``: 0 (the default) samples with streams (each actor steps its env without
+pause; the learner takes what they sampled); N >= 1 with sample requests instead
+(``max_requests_in_flight_per_worker=N``: the learner takes the first fragments to arrive; with 2,
+an actor whose fragment is done while the learner learns starts its next one at once). A busy machine shows in the ``other`` column (other users' processes); its load also makes
 sleeps overshoot more, hence the mean step measured before each point. At small N a point's rate
 moves by several % with the number of 100 ms steps drawn in its few thousand steps (seeded: actor 1
 draws 2.4 % in its first 2,000, so 1 actor runs above the 3 % ideal).
@@ -244,9 +245,14 @@ class Runner:
         """Whole iterations for ``seconds``, timed from the end of an untimed one: env steps, wall time,
         time in learning, and CPU snapshots of ``pids`` at both ends of the timed part.
 
-        The untimed iteration takes the fragments the actors sampled ahead while the caller was
-        busy elsewhere, so the timed ones see only the steady state."""
+        The untimed iterations take the steps the actors sampled ahead while the caller was busy
+        elsewhere (streams: until none is left over for a later batch), so the timed ones count
+        only what was sampled while they ran."""
         self.trainer.train()
+        for _ in range(10):
+            if not self.trainer.workers.backlog_steps:
+                break
+            self.trainer.train()
         steps = iterations = 0
         learn_s = 0.0
         before = snapshot(pids)
@@ -256,6 +262,7 @@ class Runner:
             learn_s += result["learn_time_s"]
             iterations += 1
         after = snapshot(pids)
+        self.trainer.workers.pause()  # streams: the actors rest from here (requests: a no-op)
         return {"steps": steps, "seconds": after.time - before.time, "iterations": iterations, "learn_s": learn_s,
                 "before": before, "after": after}
 
@@ -303,7 +310,7 @@ def ppo_config(actors: int, args: argparse.Namespace, env: str, env_config: dict
         "num_workers": actors,
         "num_envs_per_worker": 1,
         "sample_async": True,
-        "max_requests_in_flight_per_worker": args.requests_per_actor,
+        "max_requests_in_flight_per_worker": args.requests_per_actor or None,
         "train_batch_size": actors * args.batch_per_actor,
         "num_cpus_per_worker": 1,
         "num_cpus_for_learner": 1,
@@ -360,7 +367,7 @@ def measure_point(actors: int, multi_node: bool, nodes: list[Any], node_order: l
         sampling = cpu_between(run["before"], run["after"], processes)
 
         # The queued requests (fragments of every actor) finish before the actors are at rest.
-        queued_s = args.requests_per_actor * args.batch_per_actor * actors / max(rate, 1e-9)
+        queued_s = max(1, args.requests_per_actor) * args.batch_per_actor * actors / max(rate, 1e-9)
         drain_s = min(DRAIN_MAX_S, max(DRAIN_MIN_S, 1.5 * queued_s + 1.0))
         time.sleep(drain_s)
         processes = find_processes(nodes, [pid for pid, _, _ in alive_actors(learner_pid)], learner_pid, os.getpid())
@@ -524,8 +531,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slow-prob", type=float, default=0.03, help="probability of a slow step (default 0.03)")
     parser.add_argument("--batch-per-actor", type=int, default=256,
                         help="env steps each actor samples per iteration (default 256)")
-    parser.add_argument("--requests-per-actor", type=int, default=1,
-                        help="sample requests queued per actor (max_requests_in_flight_per_worker, default 1)")
+    parser.add_argument("--requests-per-actor", type=int, default=0,
+                        help="0: streams (the default); N: sample requests queued per actor "
+                             "(max_requests_in_flight_per_worker=N)")
     parser.add_argument("--cluster", choices=CLUSTER_MODES, default="both",
                         help=f"single node, a {NODES}-node Cluster on this machine, or both (default)")
     parser.add_argument("--cpu-bound", action="store_true",
@@ -545,8 +553,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"{flag}: must be >= 0, got {value:g}")
     if not 0 <= args.slow_prob <= 1:
         parser.error(f"--slow-prob: must be in [0, 1], got {args.slow_prob:g}")
-    if args.requests_per_actor < 1:
-        parser.error(f"--requests-per-actor: must be >= 1, got {args.requests_per_actor}")
+    if args.requests_per_actor < 0:
+        parser.error(f"--requests-per-actor: must be >= 0, got {args.requests_per_actor}")
     if args.batch_per_actor < 1:
         parser.error(f"--batch-per-actor: must be >= 1, got {args.batch_per_actor}")
     if args.fast_ms == 0 and (args.slow_ms == 0 or args.slow_prob == 0):
@@ -565,11 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     mean_step = measure_step()
     cores = len(os.sched_getaffinity(0))
     nominal = (1 - args.slow_prob) * args.fast_ms + args.slow_prob * args.slow_ms
+    mode = f"{args.requests_per_actor} request(s) queued per actor" if args.requests_per_actor else "streams"
     print(f"{'CPU-bound (busy loop)' if args.cpu_bound else 'sleeping'} SlowCartPole: step {args.fast_ms:g} ms or "
           f"{args.slow_ms:g} ms (p={args.slow_prob:g}), mean {nominal:.2f} ms nominal, {mean_step * 1000:.2f} ms "
           f"measured now; ideal = actors / the mean step measured before each point. PPO, 1 env per rollout "
           f"actor, sample_async, 1 CPU per actor told to Ray, {args.batch_per_actor} env steps per actor per "
-          f"iteration, {args.requests_per_actor} request(s) queued per actor; {args.seconds:g} s measured per point "
+          f"iteration, {mode}; {args.seconds:g} s measured per point "
           f"after the warm-up, {args.idle_seconds:g} s at rest; {cores} cores", flush=True)
     single = multi = None
     if args.cluster in ("single", "both"):

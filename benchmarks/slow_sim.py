@@ -30,6 +30,7 @@ CPU-bound simulator needs a real core per env, e.g. the device machine's 16 when
 Printed per system: the sweep's seconds (and Ray's start inside it), env steps, env steps/s, the
 fraction of the ideal (concurrency x envs / the mean step time measured on this machine by
 ``algorithms.envs.measure_mean_step``: what the simulators could give if nothing else took time),
+the same fraction with Ray's start left out ("Ray up": a cluster that is already running),
 the mean over trials of the 100-episode mean return at equal env steps (each trial's curve read
 at the smallest final step count of all trials of all systems, interpolated linearly between the
 iteration boundaries around it; RLlib's is computed from its episodes, see
@@ -151,6 +152,7 @@ class Row:
     env_steps: int
     steps_per_s: float
     of_ideal: float
+    of_ideal_ray_up: float  # the same without Ray's start (a cluster that is already up)
     ret: float
     sweep_ratio: float  # peer sweep / ours
     speed_ratio: float  # ours env steps/s / peer's
@@ -164,8 +166,9 @@ def rows_of(outcomes: list[Outcome], ideal: float) -> tuple[list[Row], int]:
     ours = outcomes[0]
     rows = []
     for o in outcomes:
+        ray_up_s = o.sweep_s - (o.ray_start_s or 0.0)
         rows.append(Row(o.system, o.sweep_s, o.ray_start_s, o.env_steps, o.steps_per_s, o.steps_per_s / ideal,
-                        o.return_at(at), o.sweep_s / ours.sweep_s, ours.steps_per_s / max(o.steps_per_s, 1e-9), o.note))
+                        o.env_steps / max(ray_up_s, 1e-9) / ideal, o.return_at(at), o.sweep_s / ours.sweep_s, ours.steps_per_s / max(o.steps_per_s, 1e-9), o.note))
     return rows, at
 
 
@@ -176,10 +179,10 @@ def _f(value: float | None, fmt: str) -> str:
 def print_table(rows: list[Row], at: int, ideal: float, out=sys.stdout) -> None:
     print(f"ideal {ideal:,.0f} env steps/s; returns: 100-episode mean at {at:,} env steps, mean over trials", file=out)
     print(f"{'system':18} {'sweep s':>8} {'Ray start s':>11} {'env steps':>10} {'env steps/s':>11} {'of ideal':>8} "
-          f"{'return':>7} {'peer/ours sweep':>15} {'ours/peer steps/s':>17}", file=out)
+          f"{'Ray up':>7} {'return':>7} {'peer/ours sweep':>15} {'ours/peer steps/s':>17}", file=out)
     for r in rows:
         print(f"{r.system:18} {r.sweep_s:8.1f} {_f(r.ray_start_s, '11.1f'):>11} {r.env_steps:10,d} {r.steps_per_s:11,.0f} "
-              f"{r.of_ideal:8.1%} {_f(r.ret, '7.1f'):>7} {r.sweep_ratio:15.2f} {r.speed_ratio:17.2f}"
+              f"{r.of_ideal:8.1%} {r.of_ideal_ray_up:7.1%} {_f(r.ret, '7.1f'):>7} {r.sweep_ratio:15.2f} {r.speed_ratio:17.2f}"
               + (f"  ({r.note})" if r.note else ""), file=out)
 
 
@@ -202,12 +205,13 @@ def _spread(values: list[float], fmt: str) -> str:
 
 def print_medians(runs: list[list[Row]], ideals: list[float], out=sys.stdout) -> None:
     print(f"\nmedians of {len(runs)} runs [min-max]; ideal {_spread(ideals, ',.0f')} env steps/s", file=out)
-    print(f"{'system':18} {'sweep s':>20} {'env steps/s':>22} {'of ideal %':>21} {'return':>21} "
+    print(f"{'system':18} {'sweep s':>20} {'env steps/s':>22} {'of ideal %':>21} {'Ray up %':>21} {'return':>21} "
           f"{'peer/ours sweep':>18} {'ours/peer steps/s':>18}", file=out)
     for system in dict.fromkeys(r.system for rows in runs for r in rows):
         mine = [r for rows in runs for r in rows if r.system == system]
         print(f"{system:18} {_spread([r.sweep_s for r in mine], '.1f'):>20} "
               f"{_spread([r.steps_per_s for r in mine], ',.0f'):>22} {_spread([r.of_ideal * 100 for r in mine], '.1f'):>21} "
+              f"{_spread([r.of_ideal_ray_up * 100 for r in mine], '.1f'):>21} "
               f"{_spread([r.ret for r in mine], '.1f'):>21} {_spread([r.sweep_ratio for r in mine], '.2f'):>18} "
               f"{_spread([r.speed_ratio for r in mine], '.2f'):>18}", file=out)
 

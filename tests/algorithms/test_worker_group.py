@@ -190,3 +190,18 @@ def test_a_stream_records_each_steps_weights_and_loads_new_ones_between_two_step
     permits.release()
     streaming.join(30)
     assert out == [None]
+
+
+def test_paused_streams_end_and_the_next_batch_starts_them_again():
+    import ray
+
+    trainer = PPO(config={"env": "CartPole-v1", "num_workers": 2, "sample_async": True, "seed": 0, **SMALL})
+    try:
+        trainer.train()
+        streams = list(trainer.workers._streams.values())
+        trainer.workers.pause()
+        assert ray.get(streams, timeout=60) == [None, None]  # the streams returned: the actors rest
+        assert trainer.train()["env_steps_this_iter"] > 0
+        assert len(trainer.workers._streams) == 2
+    finally:
+        trainer.stop()
