@@ -7,8 +7,8 @@ Two layouts, and the workload that wants each:
   fragment to another process costs more than sampling it, and nothing waits on a slow step.
 * **rollout actors, asynchronous** (``num_workers=N``, one env each, ``sample_async=True``): right
   for a slow or uneven env (a simulator whose step takes milliseconds, sometimes far more). Each
-  actor samples on its own, so a slow step delays only its own fragment, and sampling goes on
-  while the learner learns.
+  actor steps its env without pause (a stream), so a slow step delays only its own env, and
+  sampling goes on while the learner learns.
 
 The rule: time one env for a moment (``TIMING_S``, random actions); in-process if a train batch
 samples in less than ``IN_PROCESS_BELOW_S`` in one process and the step time is even (its 95th

@@ -44,9 +44,11 @@ reaches 475 on CartPole-v1 within 100k env steps.
 * ``num_workers=0``: sample in the learner's process, like RLlib's local env runner. Wall time
   to solve CartPole, seeds 0-2, the actors' start included: ``num_workers=0`` 5.1-8.0 s;
   ``num_workers=1`` 7.4-9.2 s (~2 s to start the actor; synchronous sampling in another
-  process does not overlap learning); ``num_workers=2`` 11.5-13.5 s; ``sample_async=True``
-  with 1 or 2 workers 9.5-11.7 s and 85k-106k env steps (a fragment sampled with the previous
-  iteration's weights teaches less). On two cores a learner and its rollout actors compete for
+  process does not overlap learning); ``num_workers=2`` 11.5-13.5 s; asynchronous
+  sampling with requests (``max_requests_in_flight_per_worker=1``) with 1 or 2 workers 9.5-11.7 s
+  and 85k-106k env steps (a fragment sampled with the previous iteration's weights teaches less;
+  ``sample_async=True`` now streams, and only the steps sampled while new weights travel are
+  behind: see ``WorkerGroup.stream``). On two cores a learner and its rollout actors compete for
   the same CPUs, and a CartPole fragment is cheaper to sample than to ship; rollout actors pay
   off with slow environments (benchmarks/lockstep.py) and more cores.
 * Rollout inference runs in numpy on views of the torch parameters (``ActorCritic.act``): per

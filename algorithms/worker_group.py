@@ -8,6 +8,11 @@ not killed, and the next trainer of the same group takes them back with one ``co
 new env config, seeds and weights, the process and its imports kept. They die with the trial
 actor or its placement group; a parked actor that died meanwhile is replaced like any other.
 Outside a placement group (a trainer in a script) a stopped trainer's actors are killed.
+
+Three ways to sample: :meth:`WorkerGroup.sample` synchronously (every actor its share of the
+batch, with the current weights) or with asynchronous requests (the first fragments to arrive),
+and :meth:`WorkerGroup.stream` (every actor steps its envs without pause; the learner takes what
+they sampled).
 """
 
 from __future__ import annotations
