@@ -310,6 +310,8 @@ class PopulationBasedTraining(MetricScheduler):
         donor = self._rng.choice(donors)
         donor_state = self._states[donor.trial_id]
         new_config = self.explore(donor.config)
+        if controller.exploit_trial(trial, donor, copy.deepcopy(new_config)) is False:
+            return  # the donor had no checkpoint to give after all: this trial goes on as it is
         self._exploits.append(
             plain(
                 {
@@ -323,7 +325,6 @@ class PopulationBasedTraining(MetricScheduler):
                 }
             )
         )
-        controller.exploit_trial(trial, donor, copy.deepcopy(new_config))
         self._num_perturbations += 1
         state.last_perturbation_time = donor_state.last_perturbation_time
         state.last_train_time = donor_state.last_train_time

@@ -224,19 +224,21 @@ class Simulator:
         self._log("stop_trial", trial)
         self.scheduler.on_trial_remove(self, trial)
 
-    def exploit_trial(self, trial: SimTrial, donor: SimTrial, new_config: dict[str, Any]) -> None:
+    def exploit_trial(self, trial: SimTrial, donor: SimTrial, new_config: dict[str, Any]) -> bool:
         if trial is not self._deciding and trial.status != PAUSED:
             raise SchedulerProtocolError(
                 f"exploit_trial({trial.trial_id}): only the trial being decided or a PAUSED one"
             )
-        if donor.checkpoint_path is None:
-            raise SchedulerProtocolError(f"exploit_trial: donor {donor.trial_id} has no checkpoint")
+        if donor.checkpoint_path is None:  # skipped, as the controller does
+            self._log("exploit_skipped", trial, donor.trial_id)
+            return False
         trial.config = copy.deepcopy(new_config)
         self._log("exploit", trial, (donor.trial_id, copy.deepcopy(new_config)))
         if trial is self._deciding:
             self._exploit_pending[trial.trial_id] = donor.checkpoint_path
         else:
             trial.checkpoint_path = donor.checkpoint_path  # resumes from the donor's state
+        return True
 
     def checkpoint_trial(self, trial: SimTrial) -> None:
         if trial is not self._deciding:

@@ -75,8 +75,9 @@ class ControllerLike(Protocol):
         """
         ...
 
-    def exploit_trial(self, trial: Any, donor: Any, new_config: dict[str, Any]) -> None:
-        """Make ``trial`` continue from ``donor``'s latest checkpoint, with ``new_config``.
+    def exploit_trial(self, trial: Any, donor: Any, new_config: dict[str, Any]) -> bool:
+        """Make ``trial`` continue from ``donor``'s latest checkpoint, with ``new_config``; False
+        (and nothing changes) when ``donor`` has no checkpoint to give, e.g. it ended without one.
 
         PBT's exploit step. ``trial`` is the trial whose result is being decided, or a PAUSED
         trial (or one being paused: answered PAUSE, its save still in flight). The controller
@@ -87,7 +88,8 @@ class ControllerLike(Protocol):
         being decided this happens after the decision: with CONTINUE it goes on from the
         donor's state at once; with PAUSE it resumes later from the donor's checkpoint (a pause
         save of its own state, if the controller makes one, is not used). A PAUSED trial resumes
-        from the donor's checkpoint when chosen.
+        from the donor's checkpoint when chosen. A skipped exploit is logged, never an error: a
+        scheduler's choice must not end the sweep (Ray Tune's PBT skips it the same way).
         """
         ...
 

@@ -153,6 +153,24 @@ def test_a_top_trial_without_a_checkpoint_is_no_donor():
     assert not [call for call in c.calls if call[0] == "exploit"]
 
 
+def test_an_exploit_the_controller_skips_is_not_recorded_and_is_tried_again():
+    """A donor that ended without a checkpoint: the controller skips the exploit (False), the
+    sweep goes on, and the trial is not counted as perturbed, so its next interval tries again."""
+    trials = [Trial(f"t{i}", {"lr": 0.1 * (i + 1)}) for i in range(4)]
+    c = Controller(trials)
+    c.exploit_trial = lambda trial, donor, new_config: c.calls.append(("skipped", trial.trial_id)) or False
+    s = pbt(hyperparam_mutations={"lr": [0.1, 0.2, 0.3, 0.4]}, resample_probability=0)
+    for t in trials:
+        s.on_trial_add(c, t)
+    for i, t in enumerate(trials):
+        report(s, c, t, 5, float(i))
+    assert report(s, c, trials[0], 10, 0.5) == TrialScheduler.CONTINUE
+    assert ("skipped", "t0") in c.calls and s.exploit_log() == [] and trials[0].config == {"lr": 0.1}
+    c.calls.clear()
+    assert report(s, c, trials[0], 15, 0.6) == TrialScheduler.CONTINUE
+    assert ("skipped", "t0") in c.calls  # tried again at its next interval
+
+
 def test_async_pauses_when_others_wait():
     trials = [Trial(f"t{i}", {"lr": 0.1}) for i in range(3)]
     trials[2].status = PENDING

@@ -173,17 +173,20 @@ class Controller:
         self._to_checkpoint.add(trial.trial_id)
         self._saving.add(trial.trial_id)
 
-    def exploit_trial(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
+    def exploit_trial(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> bool:
         """After its current result, restore ``trial`` from ``donor``'s checkpoint with ``new_config``.
 
         A checkpoint the donor was just asked for is waited for (the trial holds its actor
-        meanwhile); otherwise the donor's latest checkpoint is used.
+        meanwhile); otherwise the donor's latest checkpoint is used. A donor without one (it
+        ended before it saved any) gives nothing: the exploit is skipped with a warning, False.
         """
         if not donor.checkpoint_path and donor.trial_id not in self._saving:
-            raise ValueError(
-                f"exploit_trial: donor {donor.trial_name} has no checkpoint; only trials with one can be donors"
-            )
+            logger.warning("exploit skipped: donor %s has no checkpoint (it %s without one); %s keeps its own "
+                           "state and config", donor.trial_name, "ended" if donor.status in ("TERMINATED", "ERROR")
+                           else "is", trial.trial_name)
+            return False
         self._to_exploit[trial.trial_id] = (donor, dict(new_config))
+        return True
 
     def adopt(self, sweep: "StoredSweep") -> None:
         """Continue a stored sweep (before ``run``): its trials, and replay what the stored
