@@ -142,6 +142,7 @@ class Controller:
         # state after one: the scheduler never pauses and no end checkpoint is taken.
         self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
         self._to_checkpoint: set[str] = set()  # trials a scheduler asked to checkpoint
+        self._warned_unsavable = False
         self._to_exploit: dict[str, tuple[Trial, dict[str, Any]]] = {}  # trial_id -> (donor, config)
         self._saving: set[str] = set()  # trials with a requested checkpoint not yet on disk
         self._parked: dict[str, Trial] = {}  # trials waiting for their donor's checkpoint
@@ -169,7 +170,10 @@ class Controller:
             self._set_status(trial, TERMINATED)
 
     def checkpoint_trial(self, trial: Trial) -> None:
-        """Checkpoint ``trial`` after its current result, so it can be a PBT donor."""
+        """Checkpoint ``trial`` after its current result, so it can be a PBT donor (not a function
+        that has reported no checkpoint: it has none to give, and an exploit from it is skipped)."""
+        if self._cannot_save(trial, "be checkpointed for an exploit"):
+            return
         self._to_checkpoint.add(trial.trial_id)
         self._saving.add(trial.trial_id)
 
@@ -593,6 +597,8 @@ class Controller:
             self._scheduler.on_trial_remove(self, trial)
             self._end_trial(trial, TERMINATED, durable=True)
         elif decision == TrialScheduler.PAUSE:
+            if self._cannot_save(trial, "pause"):
+                return True  # it keeps running, as Ray Tune's would restart it: no result lost
             self._pause_trial(trial)
         else:
             raise ValueError(
@@ -665,6 +671,17 @@ class Controller:
         """Commit everything queued so far (results included) before acting on a decision."""
         self._flush_results()
         self._store.flush()
+
+    def _cannot_save(self, trial: Trial, to: str) -> bool:
+        """Whether ``trial`` is a function trainable that has reported no checkpoint, which can
+        neither pause nor give one (warned once per sweep)."""
+        if not self._is_function or trial.checkpoint_path:
+            return False
+        if not self._warned_unsavable:
+            self._warned_unsavable = True
+            logger.warning("trial %s cannot %s: its function has reported no checkpoint (pass checkpoint= to "
+                           "tune.report to make it pausable); such trials keep running instead", trial.trial_name, to)
+        return True
 
     def _pause_trial(self, trial: Trial) -> None:
         self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "pause")
