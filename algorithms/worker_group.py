@@ -250,34 +250,40 @@ class WorkerGroup:
         while not took or slots < min_slots:  # a take every batch, so no backlog builds up in the actors
             took = True
             self._check_streams()
-            if slots >= min_slots:
-                pass
-            elif self._rate:  # the actors have been sampling since the last take: count that in
-                time.sleep(max(0.0, (min_slots - slots) / self._rate - (time.perf_counter() - self._last_take)))
-            else:
-                time.sleep(0.1)
-            now = time.perf_counter()
-            takes = {actor.take.options(concurrency_group="control").remote(): (index, actor)
-                     for index, actor in self.actors.items()}
-            taken = 0
-            for ref, (index, actor) in takes.items():
-                try:
-                    fragment = ray.get(ref)
-                except RayActorError as exc:
-                    if self.actors.get(index) is actor:
-                        self._replace_stream(index, exc)
-                    continue
-                if fragment is None:
-                    continue
-                self._received(index, fragment)
-                taken += fragment["valid"].size
-                fresh.append(fragment)
-            if taken and self._last_take:  # smoothed: a few slow steps make one interval's count noisy
-                rate = taken / max(now - self._last_take, 1e-3)
-                self._rate = rate if self._rate is None else 0.7 * self._rate + 0.3 * rate
-            self._last_take = now
-            slots += taken
+            if slots < min_slots:
+                time.sleep(self._wait_for(min_slots - slots))
+            slots += self._take_all(fresh)
         return self._keep(carried, fresh, min_slots)
+
+    def _wait_for(self, slots: int) -> float:
+        """Seconds until the streams should hold ``slots`` more steps than at the last take."""
+        if not self._rate:
+            return 0.1  # no rate yet (the actors are starting): look again soon
+        return max(0.0, slots / self._rate - (time.perf_counter() - self._last_take))
+
+    def _take_all(self, fragments: list[dict[str, Any]]) -> int:
+        """Take every actor's steps into ``fragments`` (replacing a dead actor); returns how many."""
+        now = time.perf_counter()
+        takes = {actor.take.options(concurrency_group="control").remote(): (index, actor)
+                 for index, actor in self.actors.items()}
+        taken = 0
+        for ref, (index, actor) in takes.items():
+            try:
+                fragment = ray.get(ref)
+            except RayActorError as exc:
+                if self.actors.get(index) is actor:
+                    self._replace_stream(index, exc)
+                continue
+            if fragment is None:
+                continue
+            self._received(index, fragment)
+            taken += fragment["valid"].size
+            fragments.append(fragment)
+        if taken and self._last_take:  # smoothed: a few slow steps make one interval's count noisy
+            rate = taken / max(now - self._last_take, 1e-3)
+            self._rate = rate if self._rate is None else 0.7 * self._rate + 0.3 * rate
+        self._last_take = now
+        return taken
 
     def _keep(self, carried: list[dict[str, Any]], fresh: list[dict[str, Any]], min_slots: int) -> list[dict[str, Any]]:
         """The batch: ``min_slots`` of the steps (or up to 5% more), oldest first: what was left
