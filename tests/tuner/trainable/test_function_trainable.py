@@ -91,7 +91,9 @@ def test_the_allowance_ends_at_its_deadline():
     trainable.allow_run_ahead(100, time.monotonic() + 0.12)
     trainable.train()
     time.sleep(0.5)
-    assert 2 <= len(made) <= 4  # reports after the deadline wait
+    # At most the reports begun before the deadline (0.12 s at 0.05 s each, and the one that
+    # ends the first step); a loaded machine makes fewer, never more: the later ones wait.
+    assert 1 <= len(made) <= 4
     trainable.stop()
 
 
@@ -133,11 +135,11 @@ def test_times_are_taken_at_the_report_even_when_the_result_is_taken_later():
     trainable = _make(train)
     trainable.allow_run_ahead(10, time.monotonic() + 60)
     first = trainable.train()
-    time.sleep(0.4)  # the other reports are queued meanwhile
+    time.sleep(1.0)  # the other reports are queued meanwhile
     later = [trainable.train() for _ in range(2)]
-    for result in [first] + later:
-        assert 0.04 <= result["time_this_iter_s"] < 0.3
-    assert later[-1]["timestamp"] < time.time() - 0.2
+    for result in [first] + later:  # each from report to report: never the second spent queued
+        assert 0.04 <= result["time_this_iter_s"] < 1.0
+    assert later[-1]["timestamp"] < time.time() - 0.5
     assert trainable.train()["_finished"]
 
 
