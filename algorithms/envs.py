@@ -60,14 +60,16 @@ class SlowCartPole(CartPoleEnv):
         return (1 - self.slow_prob) * self.fast_s + self.slow_prob * self.slow_s
 
 
-def measure_mean_step(env_config: dict[str, Any] | None = None, fast_steps: int = 200, slow_steps: int = 5) -> float:
-    """Seconds per step of one ``SlowCartPole`` as this machine runs it: its fast and slow steps
-    timed apart (sleep overshoots), weighted by ``slow_prob``."""
+def measure_mean_step(env_config: dict[str, Any] | None = None, fast_steps: int = 200, slow_steps: int = 5,
+                      env_class: type | None = None) -> float:
+    """Seconds per step of one ``SlowCartPole`` (or ``env_class``, built with the same keys) as
+    this machine runs it: its fast and slow steps timed apart (sleep overshoots), weighted by
+    ``slow_prob``."""
     config = dict(env_config or {})
     p = float(config.get("slow_prob", 0.03))
     timings = []
     for prob, steps in ((0.0, fast_steps), (1.0, slow_steps)):
-        env = SlowCartPole(**{**config, "slow_prob": prob})
+        env = (env_class or SlowCartPole)(**{**config, "slow_prob": prob})
         env.reset(seed=0)
         start = time.perf_counter()
         for _ in range(steps):

@@ -109,19 +109,9 @@ def busy_env_creator(env_config: dict[str, Any]) -> Any:
 
 def measure_busy_mean_step(env_config: dict[str, Any], fast_steps: int = 200, slow_steps: int = 5) -> float:
     """Seconds per step of one BusyCartPole: its fast and slow steps timed apart, weighted by slow_prob."""
-    cls = _busy_cartpole_class()
-    timings = []
-    for prob, steps in ((0.0, fast_steps), (1.0, slow_steps)):
-        env = cls(**{**env_config, "slow_prob": prob})
-        env.reset(seed=0)
-        start = time.perf_counter()
-        for _ in range(steps):
-            _, _, terminated, truncated, _ = env.step(0)
-            if terminated or truncated:
-                env.reset()
-        timings.append((time.perf_counter() - start) / steps)
-    p = float(env_config["slow_prob"])
-    return (1 - p) * timings[0] + p * timings[1]
+    from algorithms.envs import measure_mean_step
+
+    return measure_mean_step(env_config, fast_steps, slow_steps, env_class=_busy_cartpole_class())
 
 
 # ------------------------------------------------------------------------------------------
