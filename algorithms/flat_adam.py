@@ -1,9 +1,8 @@
-"""Adam over one flat parameter buffer: the optimiser of PPO's learners.
+"""Adam over one flat parameter buffer, in numpy: the optimiser of PPO's numpy learner.
 
     params = list(net.parameters())
     adam = FlatAdam(params, lr=3e-4, eps=1e-5)            # params become views of adam.flat
-    adam.step(torch.autograd.grad(loss, params), max_grad_norm=0.5)
-    adam.step_flat(grad_numpy, max_grad_norm=0.5)          # a gradient already laid out flat
+    adam.step_flat(grad_numpy, max_grad_norm=0.5)          # a gradient laid out like adam.flat
 """
 
 from __future__ import annotations
@@ -16,17 +15,14 @@ import torch
 
 
 class FlatAdam:
-    """Adam (Kingma & Ba 2015, as ``torch.optim.Adam`` without weight decay or amsgrad) over
-    parameters that it re-homes as views of one flat buffer.
-
-    :meth:`step` takes the gradients (``torch.autograd.grad``'s list), concatenates them, clips
-    their global norm and updates every parameter with a handful of whole-buffer calls: for a
-    64-wide network the per-call cost is the update's cost. :meth:`step_flat` does the same in
-    numpy for a gradient already laid out like :attr:`flat` (see :meth:`flat_views`). It also
-    keeps ``torch.optim`` out of a trial: building a ``torch.optim`` optimiser imports
-    ``torch._dynamo``, over a second at each trial actor's start. The parameters' storage moves
-    to the flat buffer (``p.data`` is a view of it), so anything holding a view of a parameter
-    must take it after this is built.
+    """Adam (Kingma & Ba 2015, as ``torch.optim.Adam`` without weight decay or amsgrad, with
+    ``clip_grad_norm_``'s global-norm clipping) over parameters that it re-homes as views of one
+    flat buffer, stepped in numpy from a gradient laid out like :attr:`flat` (see
+    :meth:`flat_views`): for a 64-wide network the number of calls is the update's cost, and a
+    handful of whole-buffer numpy calls is the fewest. The parameters' storage moves to the flat
+    buffer (``p.data`` is a view of it), so anything holding a view of a parameter must take it
+    after this is built. Its state converts to and from ``torch.optim.Adam``'s, so checkpoints of
+    the numpy and the torch learner restore into each other.
     """
 
     def __init__(self, params: list[torch.Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
@@ -52,21 +48,9 @@ class FlatAdam:
         """Views of a flat numpy ``buffer`` shaped like each parameter, in ``params`` order."""
         return [buffer[o:o + p.numel()].reshape(p.shape) for o, p in zip(self.offsets, self.params)]
 
-    def step(self, grads: tuple[torch.Tensor, ...] | list[torch.Tensor], max_grad_norm: float | None = None) -> None:
-        """One Adam step from per-parameter torch gradients, in ``params`` order."""
-        grad = torch.cat([g.reshape(-1) for g in grads])
-        if max_grad_norm is not None:  # clip the global norm, as torch.nn.utils.clip_grad_norm_
-            grad.mul_((max_grad_norm / (torch.linalg.vector_norm(grad) + 1e-6)).clamp_(max=1.0))
-        beta1, beta2 = self.betas
-        self.steps += 1
-        self.exp_avg.lerp_(grad, 1 - beta1)
-        self.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        denom = self.exp_avg_sq.sqrt().div_(math.sqrt(1 - beta2 ** self.steps)).add_(self.eps)
-        self.flat.data.addcdiv_(self.exp_avg, denom, value=-self.lr / (1 - beta1 ** self.steps))
-
     def step_flat(self, grad: np.ndarray, max_grad_norm: float | None = None) -> None:
-        """The same step in numpy from a float32 gradient laid out like :attr:`flat` (modified
-        in place by the clipping)."""
+        """One Adam step from a float32 gradient laid out like :attr:`flat` (modified in place by
+        the clipping)."""
         if max_grad_norm is not None:
             coef = max_grad_norm / (math.sqrt(float(np.dot(grad, grad))) + 1e-6)
             if coef < 1.0:
@@ -102,11 +86,32 @@ class FlatAdam:
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         self.lr, self.betas, self.eps = float(state["lr"]), tuple(state["betas"]), float(state["eps"])
 
+    def torch_adam_state(self) -> dict[str, Any]:
+        """This optimiser's moments as the ``state`` of a ``torch.optim.Adam`` state_dict."""
+        return torch_adam_state(self.state_dict(), [p.shape for p in self.params])["state"]
+
     def load_torch_adam_state(self, state: dict[str, Any]) -> None:
-        """Adopt a ``torch.optim.Adam`` state_dict over the same parameters, in the same order."""
+        """Adopt the per-parameter ``state`` of a ``torch.optim.Adam`` state_dict (or the whole
+        state_dict) over the same parameters, in the same order."""
+        state = {"state": state} if "state" not in state else state
         per_param = [state["state"].get(i) for i in range(len(self.params))]
         if any(entry is None for entry in per_param):  # never stepped
             return
         self.exp_avg.copy_(torch.cat([e["exp_avg"].reshape(-1) for e in per_param]))
         self.exp_avg_sq.copy_(torch.cat([e["exp_avg_sq"].reshape(-1) for e in per_param]))
         self.steps = int(float(per_param[0]["step"]))
+
+
+def torch_adam_state(flat_state: dict[str, Any], shapes: list[torch.Size]) -> dict[str, Any]:
+    """A :meth:`FlatAdam.state_dict` as a ``torch.optim.Adam`` state_dict's ``state`` entry (per
+    parameter, in order), inside ``{"state": ...}``; empty before the first step."""
+    if not flat_state["steps"]:
+        return {"state": {}}
+    out, offset = {}, 0
+    for i, shape in enumerate(shapes):
+        size = math.prod(shape)
+        out[i] = {"step": torch.tensor(float(flat_state["steps"])),
+                  "exp_avg": flat_state["exp_avg"][offset:offset + size].reshape(shape).clone(),
+                  "exp_avg_sq": flat_state["exp_avg_sq"][offset:offset + size].reshape(shape).clone()}
+        offset += size
+    return {"state": out}

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 import gymnasium as gym
 import numpy as np
 
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+from algorithms.distributions import gaussian_logp, sample_categorical
 
 #: Activations as f(x, out=x), applied in place.
 ACTIVATIONS: dict[str, Callable[..., np.ndarray]] = {
@@ -83,7 +83,6 @@ class NumpyActorCritic:
         self.arrays = dict(arrays)
         self._layers = [(self.arrays[f"weights.{k}"], self.arrays[f"biases.{k}"]) for k in range(len(sizes) - 1)]
         self._act_fn = ACTIVATIONS[activation]
-        self._arange = np.arange(0)
         self._noise: np.ndarray | None = None  # gSDE exploration matrices, one per env
         self._noise_steps = 0
 
@@ -143,11 +142,7 @@ class NumpyActorCritic:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`act` on the outputs of a forward pass made elsewhere (by torch, say)."""
         if self.discrete:
-            if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a Categorical sample
-                actions = (pi_out + rng.gumbel(size=pi_out.shape)).argmax(axis=1)
-            else:
-                actions = pi_out.argmax(axis=1)
-            logp = pi_out[self._rows(len(pi_out)), actions] - np.logaddexp.reduce(pi_out, axis=1)
+            actions, logp = sample_categorical(pi_out, rng, explore)
             return (actions + self._action_start if self._action_start else actions), actions, logp, values
         log_std_param = self.arrays["log_std"]
         if self.sde:
@@ -163,7 +158,7 @@ class NumpyActorCritic:
             eps = rng.standard_normal(pi_out.shape, dtype=np.float32) if explore else np.zeros_like(pi_out)
             noise = np.exp(log_std) * eps
         actions = pi_out + noise
-        logp = (-0.5 * eps * eps - log_std).sum(axis=1) - _LOG_SQRT_2PI * self.num_outputs
+        logp = gaussian_logp(eps, log_std)
         env_actions = np.clip(actions, self._low, self._high).reshape((len(pi_out),) + self._action_shape)
         return env_actions, actions, logp, values
 
@@ -180,11 +175,6 @@ class NumpyActorCritic:
             self._noise = (rng.standard_normal((n,) + std.shape) * std).astype(np.float32)
         self._noise_steps += 1
         return self._noise
-
-    def _rows(self, n: int) -> np.ndarray:
-        if len(self._arange) != n:
-            self._arange = np.arange(n)
-        return self._arange
 
 
 def _orthogonal(rng: np.random.Generator, shape: tuple[int, int], gain: float) -> np.ndarray:

@@ -1,8 +1,9 @@
 """Proximal Policy Optimization (Schulman et al. 2017), as a trial that owns its rollout actors.
 
-Read top to bottom: config and defaults, the actor-critic network, advantages (GAE, computed in
-the rollout workers), the PPO update, and the trainer that ties them to the worker group of
-``algorithms/trainer.py`` (rollouts: ``algorithms/rollout.py``).
+Read top to bottom: config and defaults, advantages (GAE), the trainer that ties them to the
+worker group of ``algorithms/trainer.py`` (rollouts: ``algorithms/rollout.py``), the PPO update.
+The network is the built-in one (``algorithms/ppo_model.py``, acting in numpy in the rollout
+actors) or any module of the model contract (``algorithms/models.py``).
 
     from algorithms import PPO
     trainer = PPO(config={"env": "CartPole-v1"})
@@ -39,8 +40,11 @@ reaches 475 on CartPole-v1 within 100k env steps.
   update runs in numpy with the loss's gradient derived by hand (``algorithms/ppo_numpy.py``,
   tested equal to autograd) and a numpy Adam step on ``FlatAdam``'s flat buffer: per update,
   with 64-row minibatches, about 0.27 ms against 0.7-0.9 ms for the same gradient in torch and
-  1.3 ms for autograd; ~1.7 s of learning and ~0.5 s of sampling to solve CartPole. Box actions
-  and other activations use autograd.
+  1.3 ms for autograd; ~1.7 s of learning and ~0.5 s of sampling to solve CartPole. That is
+  ``learner="numpy"``, chosen by ``learner="auto"`` where it applies; everything else (Box and
+  MultiDiscrete actions, other activations, shared layers, a model of one's own, a GPU, other
+  optimisers) learns with ``learner="torch"``: autograd and ``torch.optim``
+  (benchmarks/ppo_cartpole.py prints both).
 * ``num_workers=0``: sample in the learner's process, like RLlib's local env runner. Wall time
   to solve CartPole, seeds 0-2, the actors' start included: ``num_workers=0`` 5.1-8.0 s;
   ``num_workers=1`` 7.4-9.2 s (~2 s to start the actor; synchronous sampling in another
@@ -62,7 +66,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from algorithms.numpy_policy import ACTIVATIONS, make_numpy_actor_critic
+from algorithms.learner_config import OPTIMIZERS, is_builtin, make_optimizer, set_lr
+from algorithms.numpy_policy import make_numpy_actor_critic
 from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check, concat_fragments
 
 if TYPE_CHECKING:
@@ -91,9 +96,13 @@ PPO_DEFAULTS: dict[str, Any] = {
     # fragments sampled with older weights (asynchronous sampling): the surrogate's ratio is taken
     # against the current policy and each sample weighted by pi_current / pi_behaviour, clipped here
     "is_ratio_clip": 2.0,
-    # the network: separate policy and value MLPs of these sizes
+    # the built-in network's layer sizes and activation (shorthands of model={"hidden_sizes": ...,
+    # "activation": ...}; "model" and "model_config" take a network of one's own: algorithms/models.py)
     "hidden_sizes": [64, 64],
     "activation": "tanh",
+    # "numpy": the hand-derived gradient (the built-in separate tanh MLP, Discrete actions, CPU, Adam);
+    # "torch": autograd and torch.optim, any model and device; "auto": numpy where it applies
+    "learner": "auto",
     # Box actions: gSDE exploration (SB3's use_sde), new noise every sde_sample_freq steps (-1: per fragment)
     "use_sde": False,
     "sde_sample_freq": -1,
@@ -151,10 +160,10 @@ class PPO(DistributedTrainer):
 
     _name = "PPO"
     _defaults = PPO_DEFAULTS
-    #: Learn with the numpy update of algorithms/ppo_numpy.py where it applies (False: autograd everywhere).
-    manual_grad = True
     _aliases = {"lambda": "lambda_"}
-    _rebuild_keys = DistributedTrainer._rebuild_keys + ("hidden_sizes", "activation", "use_sde", "sde_sample_freq")
+    _rebuild_keys = DistributedTrainer._rebuild_keys + (
+        "hidden_sizes", "activation", "use_sde", "sde_sample_freq", "learner")
+    _model_shorthands = ("hidden_sizes", "activation")
 
     # -- config ------------------------------------------------------------------------------
     @classmethod
@@ -182,13 +191,16 @@ class PPO(DistributedTrainer):
               c["normalize_advantages"])
         check(_is_number(c["is_ratio_clip"]) and c["is_ratio_clip"] > 0, "is_ratio_clip", "must be a number > 0",
               c["is_ratio_clip"])
-        sizes = c["hidden_sizes"]
-        check(isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(_is_int(s) and s >= 1 for s in sizes),
-              "hidden_sizes", "must be a non-empty list of ints >= 1", sizes)
-        check(c["activation"] in ACTIVATIONS, "activation", f"must be one of {sorted(ACTIVATIONS)}", c["activation"])
         check(isinstance(c["use_sde"], bool), "use_sde", "must be True or False", c["use_sde"])
         check(_is_int(c["sde_sample_freq"]) and (c["sde_sample_freq"] == -1 or c["sde_sample_freq"] >= 1),
               "sde_sample_freq", "must be -1 (once per fragment) or an int >= 1", c["sde_sample_freq"])
+        check(not c["use_sde"] or _stacked(c), "use_sde", "gSDE is an option of the built-in model with separate "
+              "policy and value networks (no model callable, no shared_layers)", c["use_sde"])
+        check(c["learner"] in LEARNERS, "learner", f"must be one of {list(LEARNERS)}", c["learner"])
+        if c["learner"] == "numpy":
+            blocker = _numpy_learner_blocker(c)
+            check(blocker is None, "learner", f"'numpy' {NUMPY_COVERS}; here {blocker}: use 'torch' or 'auto'",
+                  c["learner"])
         _lr_schedule_points(c["lr_schedule"], c["lr"])  # raises for a bad schedule
 
     # -- building ------------------------------------------------------------------------------
@@ -198,15 +210,26 @@ class PPO(DistributedTrainer):
         return {
             "obs_dim": ObsEncoder(observation_space).dim,
             "action_space": action_space,
-            "hidden_sizes": [int(s) for s in self.cfg["hidden_sizes"]],
-            "activation": self.cfg["activation"],
+            "hidden_sizes": list(self.cfg["model"]["hidden_sizes"]),
+            "activation": self.cfg["model"]["activation"],
             "sde": self.cfg["use_sde"],
             "sde_sample_freq": self.cfg["sde_sample_freq"],
         }
 
+    def _stacked_network(self, action_space) -> bool:
+        """Whether the policy is the built-in stacked network (``ActorCritic``), which rollout actors
+        run in numpy; else a module of the model contract (``TorchPolicy``)."""
+        import gymnasium as gym
+
+        return _stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
+
     def rollout_policy(self, observation_space, action_space):
-        # Rollout actors act in numpy and never import torch (algorithms/numpy_policy.py); the
-        # first weights are drawn in numpy too, so the actors sample before the learner has torch.
+        # The built-in network: rollout actors act in numpy and never import torch
+        # (algorithms/numpy_policy.py); the first weights are drawn in numpy too, so the actors
+        # sample before the learner has torch. Other models: the actors start after the learner
+        # built the module, and run it in torch.
+        if not self._stacked_network(action_space):
+            return None
         kwargs = self._policy_kwargs(observation_space, action_space)
         if getattr(self, "_initial_weights", None) is None:
             policy = make_numpy_actor_critic(**kwargs)
@@ -217,22 +240,34 @@ class PPO(DistributedTrainer):
     def build_policy(self, observation_space, action_space):
         import torch
 
+        self.torch_rng = torch.Generator().manual_seed(self.seed)
+        if not self._stacked_network(action_space):
+            return super().build_policy(observation_space, action_space)
         from algorithms.ppo_model import make_actor_critic
 
         _, kwargs, weights = self.rollout_policy(observation_space, action_space)
         policy = make_actor_critic(**kwargs)
         policy.load_weights(weights)
+        policy.to(self.device)
         self._initial_weights = None  # the policy holds them now
-        self.torch_rng = torch.Generator().manual_seed(self.seed)
         return policy, make_numpy_actor_critic, policy.numpy_kwargs()
 
     def build_learner(self) -> None:
-        from algorithms.flat_adam import FlatAdam
-        from algorithms.ppo_numpy import NumpyPPOUpdate, covers
-
+        c = self.cfg
         self._params = list(self.policy.parameters())
-        self.optimizer = FlatAdam(self._params, lr=self.cfg["lr"], eps=1e-5)
-        self._numpy_update = NumpyPPOUpdate(self.policy, self.optimizer) if covers(self.policy) else None
+        blocker = _numpy_learner_blocker(c, self.action_space)
+        if c["learner"] == "numpy" and blocker is not None:
+            check(False, "learner", f"'numpy' {NUMPY_COVERS}; here {blocker}: use 'torch' or 'auto'", c["learner"])
+        self.learner_name = "numpy" if c["learner"] != "torch" and blocker is None else "torch"
+        if self.learner_name == "numpy":
+            from algorithms.flat_adam import FlatAdam
+            from algorithms.ppo_numpy import NumpyPPOUpdate
+
+            self.optimizer = FlatAdam(self._params, lr=c["lr"], **{**OPTIMIZERS["adam"], **c["optimizer_config"]})
+            self._numpy_update = NumpyPPOUpdate(self.policy, self.optimizer)
+        else:
+            self.optimizer = make_optimizer(self._params, c["optimizer"], c["optimizer_config"], c["lr"])
+            self._numpy_update = None
 
     # -- from fragments to a train batch --------------------------------------------------------
     def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
@@ -265,15 +300,13 @@ class PPO(DistributedTrainer):
         import torch
 
         T, N = fragment["valid"].shape
-        obs = torch.from_numpy(fragment["obs"].reshape(T * N, -1).copy())  # Ray hands read-only arrays
-        actions = fragment["actions"].reshape(T * N, -1)
-        actions_t = torch.from_numpy(actions[:, 0].astype(np.int64) if self.policy.discrete
-                                     else np.ascontiguousarray(actions, dtype=np.float32))
+        obs = self._tensor(fragment["obs"].reshape(T * N, -1))
+        actions = self.policy.actions_tensor(self._tensor(fragment["actions"].reshape(T * N, -1)))
         with torch.no_grad():
-            logp, _, values = self.policy.evaluate(obs, actions_t, with_entropy=False)
+            logp, _, values = self.policy.evaluate(obs, actions, with_entropy=False)
         behaviour_logp = fragment["logp"]
-        fragment["logp"] = logp.numpy().reshape(T, N)
-        fragment["values"] = values.numpy().reshape(T, N)
+        fragment["logp"] = logp.cpu().numpy().reshape(T, N)
+        fragment["values"] = values.cpu().numpy().reshape(T, N)
         fragment["last_values"] = self.policy.value(np.asarray(fragment["last_obs"], dtype=np.float32))
         mask = fragment["valid"].reshape(-1)
         log_ratio = (fragment["logp"] - behaviour_logp).reshape(-1)[mask]
@@ -285,7 +318,16 @@ class PPO(DistributedTrainer):
         return float(np.interp(self.env_steps_total, steps, lrs))
 
     def _apply_lr(self) -> None:
-        self.optimizer.lr = self.current_lr()
+        if self.learner_name == "numpy":
+            self.optimizer.lr = self.current_lr()
+        else:
+            set_lr(self.optimizer, self.current_lr())
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        """A float32 tensor of ``array`` on the learner's device (a copy: Ray hands out read-only arrays)."""
+        import torch
+
+        return torch.from_numpy(np.array(array, dtype=np.float32)).to(self.device)
 
     # -- the PPO update ---------------------------------------------------------------------------
     def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
@@ -310,16 +352,17 @@ class PPO(DistributedTrainer):
         table = np.concatenate(columns, axis=1, dtype=np.float32)
         ends = np.cumsum([col.shape[1] for col in columns]).tolist()
         column_slices = list(zip([0] + ends[:-1], ends))
-        numpy_update = self._numpy_update if self.manual_grad else None
+        numpy_update = self._numpy_update
         step = self._numpy_step if numpy_update is not None else self._autograd_step
+        if numpy_update is None:
+            table = torch.from_numpy(table).to(self.device)
         policy_losses: list[float] = []
         vf_losses: list[float] = []
         kl_and_clip: list[tuple[float, float]] = []
         for epoch in range(c["num_epochs"]):
             last_epoch = epoch == c["num_epochs"] - 1
-            shuffled = table[torch.randperm(n, generator=self.torch_rng).numpy()]
-            if numpy_update is None:
-                shuffled = torch.from_numpy(shuffled)
+            order = torch.randperm(n, generator=self.torch_rng)
+            shuffled = table[order.numpy()] if numpy_update is not None else table[order.to(self.device)]
             for start, stop in zip(bounds[:-1], bounds[1:]):
                 rows = shuffled[start:stop]
                 minibatch = [rows[:, a:b] for a, b in column_slices]
@@ -332,14 +375,15 @@ class PPO(DistributedTrainer):
         approx_kl, clip_fraction = np.mean(kl_and_clip, axis=0).tolist()
         with torch.no_grad():
             mb = c["minibatch_size"]
-            _, entropy, _ = self.policy.evaluate(_tensor(batch["obs"][:mb]), _tensor(batch["actions"][:mb]))
+            actions = self.policy.actions_tensor(self._tensor(batch["actions"][:mb].reshape(min(mb, n), -1)))
+            _, entropy, _ = self.policy.evaluate(self._tensor(batch["obs"][:mb]), actions)
         return {
             "policy_loss": float(np.mean(policy_losses)),
             "vf_loss": float(np.mean(vf_losses)),
             "entropy": float(entropy.mean()),
             "approx_kl": approx_kl,
             "clip_fraction": clip_fraction,
-            "cur_lr": self.optimizer.lr,
+            "cur_lr": self.current_lr(),
             "num_sgd_updates": len(policy_losses),
             "stale_fraction": batch["stale_steps"] / max(n, 1),
             "is_weight_mean": float(batch["is_weight"].mean()) if n else 1.0,
@@ -357,14 +401,13 @@ class PPO(DistributedTrainer):
         return out
 
     def _autograd_step(self, minibatch: list[torch.Tensor]) -> tuple[float, float, np.ndarray, np.ndarray]:
-        """One SGD update through autograd: any network, any action space."""
+        """One SGD update through autograd and the torch optimiser: any network, any action space, any device."""
         import torch
 
         c = self.cfg
         clip, vf_clip, vf_coeff, ent_coeff = c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"]
         obs, actions, old_logp, old_values, target, adv = minibatch
-        n = len(obs)
-        actions = actions[:, 0].long() if self.policy.discrete else actions.reshape((n,) + self.policy._action_shape)
+        actions = self.policy.actions_tensor(actions)
         adv, target, old_logp = adv[:, 0], target[:, 0], old_logp[:, 0]
         logp, entropy, values = self.policy.evaluate(obs, actions, with_entropy=ent_coeff > 0)
         log_ratio = logp - old_logp
@@ -380,21 +423,44 @@ class PPO(DistributedTrainer):
         loss = policy_loss + vf_coeff * vf_loss
         if entropy is not None:
             loss = loss - ent_coeff * entropy.mean()
-        self.optimizer.step(torch.autograd.grad(loss, self._params, allow_unused=True, materialize_grads=True),
-                            c["max_grad_norm"])
-        return float(policy_loss.detach()), float(vf_loss.detach()), ratio.detach().numpy(), log_ratio.detach().numpy()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if c["max_grad_norm"] is not None:
+            torch.nn.utils.clip_grad_norm_(self._params, c["max_grad_norm"])
+        self.optimizer.step()
+        return (float(policy_loss.detach()), float(vf_loss.detach()), ratio.detach().cpu().numpy(),
+                log_ratio.detach().cpu().numpy())
 
     # -- state ------------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:
-        return {"adam": self.optimizer.state_dict(), "torch_rng": self.torch_rng.get_state()}
+        if self.learner_name == "numpy":  # FlatAdam's state, saved as torch.optim.Adam's
+            optimizer = {"name": "adam", "state": self.optimizer.torch_adam_state()}
+        else:
+            optimizer = {"name": self.cfg["optimizer"], "state": _to_cpu(self.optimizer.state_dict()["state"])}
+        return {"optimizer": optimizer, "torch_rng": self.torch_rng.get_state()}
 
     def load_learner_state(self, state: dict[str, Any]) -> None:
-        if "adam" in state:
-            self.optimizer.load_state_dict(state["adam"])
-        else:  # a checkpoint written with torch.optim.Adam (before FlatAdam)
-            self.optimizer.load_torch_adam_state(state["optimizer"])
+        """The optimiser's state from a checkpoint of either learner; a checkpoint of another
+        optimiser (a PBT donor with other keys, say) leaves this one's state fresh."""
+        saved = state.get("optimizer")
+        if "adam" in state:  # older checkpoints: FlatAdam's own state_dict
+            saved = {"name": "adam", "state": self._flat_adam_as_torch(state["adam"])}
+        elif saved is not None and "name" not in saved:  # older checkpoints: a torch.optim.Adam state_dict
+            saved = {"name": "adam", "state": saved["state"]}
+        name = "adam" if self.learner_name == "numpy" else self.cfg["optimizer"]
+        if saved is not None and saved["name"] == name:
+            if self.learner_name == "numpy":
+                self.optimizer.load_torch_adam_state(saved["state"])
+            else:  # the moments only: the hyperparameters are this trial's config's
+                current = self.optimizer.state_dict()
+                self.optimizer.load_state_dict({**current, "state": saved["state"]})  # onto the parameters' device
         self.torch_rng.set_state(state["torch_rng"])
         self._apply_lr()  # our config's lr (and schedule) wins over the one saved with the optimiser
+
+    def _flat_adam_as_torch(self, flat_state: dict[str, Any]) -> dict[str, Any]:
+        from algorithms.flat_adam import torch_adam_state
+
+        return torch_adam_state(flat_state, [p.shape for p in self._params])["state"]
 
     def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at
@@ -411,11 +477,40 @@ def _stale_steps(fragment: dict[str, Any], current: int, env_steps: int) -> int:
     return int((fragment["valid"] & (np.asarray(versions) != current)[:, None]).sum())
 
 
-def _tensor(array: np.ndarray) -> torch.Tensor:
-    """A tensor sharing ``array``'s memory; a copy when it is read-only (it came out of Ray's store)."""
-    import torch
+LEARNERS = ("auto", "torch", "numpy")
+NUMPY_COVERS = ("covers the built-in model with separate tanh layers, Discrete actions, a CPU learner and Adam "
+                "(eps, betas)")
 
-    return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+def _stacked(c: dict[str, Any]) -> bool:
+    """Whether the config asks for the built-in separate policy and value MLPs (stacked layers)."""
+    return is_builtin(c["model"]) and not c["model"]["shared_layers"]
+
+
+def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None) -> str | None:
+    """Why the numpy learner does not apply to this config (and action space), or None when it does."""
+    import gymnasium as gym
+
+    if not _stacked(c):
+        return "a model callable" if not is_builtin(c["model"]) else "shared_layers=True"
+    if c["model"]["activation"] != "tanh":
+        return f"activation {c['model']['activation']!r}"
+    if c["num_gpus_for_learner"]:
+        return "a GPU learner"
+    if c["optimizer"] != "adam" or set(c["optimizer_config"]) - {"eps", "betas"}:
+        return f"optimizer {c['optimizer']!r} with {dict(c['optimizer_config'])}"
+    if action_space is not None and not isinstance(action_space, gym.spaces.Discrete):
+        return f"action space {action_space}"
+    return None
+
+
+def _to_cpu(state: Any) -> Any:
+    """An optimiser's state_dict with every tensor on the CPU (checkpoints load on any machine)."""
+    if isinstance(state, dict):
+        return {k: _to_cpu(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_to_cpu(v) for v in state]
+    return state.cpu() if hasattr(state, "cpu") else state
 
 
 def _lr_schedule_points(schedule: Any, lr: float) -> tuple[list[float], list[float]]:

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from algorithms.numpy_policy import NumpyActorCritic
+from algorithms.torch_policy import load_state_arrays, state_arrays
 
 _ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -71,7 +72,6 @@ class ActorCritic(nn.Module):
             self.num_outputs = int(action_space.n)
         elif isinstance(action_space, gym.spaces.Box):
             self.num_outputs = int(np.prod(action_space.shape))
-            self._action_shape = action_space.shape
             # one log std per action, or with gSDE per (last hidden feature, action)
             std_shape = (hidden_sizes[-1], self.num_outputs) if sde else (self.num_outputs,)
             self.log_std = nn.Parameter(torch.zeros(std_shape))
@@ -143,8 +143,12 @@ class ActorCritic(nn.Module):
     # -- rollout side: numpy in, numpy out -------------------------------------------------
     def numpy_policy(self) -> NumpyActorCritic:
         """This network's rollout side in numpy, on zero-copy views of these very parameters (made
-        again when the parameters move to new storage, as FlatAdam moves them)."""
-        storage = self._tensors()[0][0].data_ptr()
+        again when the parameters move to new storage, as FlatAdam moves them; on a GPU, a copy)."""
+        first = self._tensors()[0][0]
+        if first.device.type != "cpu":  # a learner on a GPU: a numpy copy of the current weights
+            arrays = {name: p.detach().cpu().numpy() for name, p in self.named_parameters()}
+            return NumpyActorCritic(**self.numpy_kwargs(), arrays=arrays)
+        storage = first.data_ptr()
         if self._numpy is None or storage != self._numpy_storage:
             arrays = {name: p.detach().numpy() for name, p in self.named_parameters()}
             self._numpy, self._numpy_storage = NumpyActorCritic(**self.numpy_kwargs(), arrays=arrays), storage
@@ -165,29 +169,38 @@ class ActorCritic(nn.Module):
         ``new_noise`` draws new gSDE exploration matrices first.
         """
         numpy_policy = self.numpy_policy()
-        if self.inference == "numpy":
+        if self._numpy_inference():
             return numpy_policy.act(obs, rng, explore=explore, new_noise=new_noise)
         with torch.no_grad():
-            outputs = [t.numpy() for t in self(torch.from_numpy(obs))]
+            outputs = [t.cpu().numpy() for t in self(self._obs_tensor(obs))]
         return numpy_policy.act_on(*outputs, rng, explore=explore, new_noise=new_noise)
+
+    def _numpy_inference(self) -> bool:
+        return self.inference == "numpy" and self._tensors()[0][0].device.type == "cpu"
+
+    def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self._tensors()[0][0].device)
+
+    def actions_tensor(self, columns: torch.Tensor) -> torch.Tensor:
+        """A train batch's action columns (float, (B, k)) as :meth:`evaluate` takes them."""
+        return columns[:, 0].long() if self.discrete else columns
 
     def begin_fragment(self) -> None:
         """Called by the rollout worker before each fragment: gSDE draws new noise then (SB3)."""
         self.numpy_policy().begin_fragment()
 
     def value(self, obs: np.ndarray) -> np.ndarray:
-        if self.inference == "numpy":
+        if self._numpy_inference():
             return self.numpy_policy().value(obs)
         with torch.no_grad():
-            return self(torch.from_numpy(obs))[1].numpy()
+            return self(self._obs_tensor(obs))[1].cpu().numpy()
 
     def get_weights(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().numpy() for k, v in self.state_dict().items()}
+        return state_arrays(self)
 
     def load_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Copy weights in place (the arrays may be read-only views of Ray's object store)."""
-        for k, v in self.state_dict().items():
-            np.copyto(v.numpy(), weights[k])
+        load_state_arrays(self, weights)
 
 
 def make_actor_critic(

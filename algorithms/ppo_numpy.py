@@ -5,8 +5,9 @@ For a 64-wide network on a CPU, the number of calls is what an SGD update costs,
 costs a fraction of a torch one (no dispatcher, no autograd bookkeeping). So for the networks it
 covers (:func:`covers`), PPO's learner runs its minibatch updates here, on numpy views of the very
 torch parameters (``FlatAdam``'s flat buffer), and writes the gradient straight into a flat
-buffer for ``FlatAdam.step_flat``. Other networks (Box actions, other activations) use autograd.
-The numbers are autograd's on the same loss (tests/algorithms/test_ppo_numpy.py).
+buffer for ``FlatAdam.step_flat``: PPO's ``learner="numpy"``. Other networks learn with autograd
+and torch.optim (``learner="torch"``). The numbers are autograd's on the same loss
+(tests/algorithms/test_ppo_numpy.py, tests/algorithms/test_ppo.py).
 
     update = NumpyPPOUpdate(policy, adam)
     stats = update.loss_and_grad(obs, actions, old_logp, old_values, returns, advantages,

@@ -13,8 +13,10 @@ subclass (``algorithms/ppo.py``):
   fragment collection, and replacement of an actor that died;
 * the metric window (the last 100 completed episodes), counters, timings and checkpoints.
 
-A subclass provides ``build_policy``, ``postprocess_fragments`` (the train batch made of the
-fragments, in the learner), ``learn_on_batch``, and the state of its learner.
+A subclass provides ``postprocess_fragments`` (the train batch made of the fragments, in the
+learner), ``build_learner``, ``learn_on_batch``, and the state of its learner; ``build_policy``
+builds the model of the contract (``algorithms/models.py``) unless the subclass has its own
+(``examples/a2c.py`` is an algorithm in one page).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from algorithms import layout
+from algorithms.learner_config import _is_int, _is_number, check_learner_keys, resolve_model
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
 from algorithms.worker_group import WorkerGroup
 from tuner.trainable.trainable import Trainable
@@ -55,6 +58,15 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "seed": None,  # None: drawn at setup (and saved in checkpoints)
     "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
     "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
+    # the learner: GPUs of bundle 0 (the learner runs on CUDA when it has one; rollout actors on CPU)
+    "num_gpus_for_learner": 0,
+    # the network: built-in options, or model(observation_space, action_space, model_config) -> nn.Module
+    # (the contract: algorithms/models.py)
+    "model": {},
+    "model_config": {},
+    # torch.optim's: "adam" | "adamw" | "rmsprop" | "sgd", and its keyword arguments but lr
+    "optimizer": "adam",
+    "optimizer_config": {},
 }
 
 
@@ -71,14 +83,6 @@ def sampling_layout(config: Mapping[str, Any]) -> str:
     return f"{config['num_workers']} rollout actors x {config['num_envs_per_worker']} envs, {mode}"
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
 def check(ok: bool, key: str, message: str, value: Any) -> None:
     """Raise ``ValueError`` naming ``key`` unless ``ok``."""
     if not ok:
@@ -89,7 +93,7 @@ class DistributedTrainer(Trainable):
     """A ``Trainable`` whose ``step()`` samples from its rollout workers, then learns.
 
     Subclasses set ``_name``, ``_defaults`` (their own keys and defaults) and ``_aliases``, and
-    implement ``validate_algorithm_config``, ``build_policy``, ``postprocess_fragments``,
+    implement ``validate_algorithm_config``, ``postprocess_fragments``,
     ``build_learner``, ``learn_on_batch``, ``learner_state`` / ``load_learner_state`` and
     ``reset_algorithm_config``.
     """
@@ -100,8 +104,11 @@ class DistributedTrainer(Trainable):
     #: Keys whose change needs a new trainer (new actors, new network): reset_config returns False.
     _rebuild_keys: ClassVar[tuple[str, ...]] = (
         "env", "env_config", "num_workers", "num_envs_per_worker", "sample_async", "seed",
-        "num_cpus_for_learner", "num_cpus_per_worker",
+        "num_cpus_for_learner", "num_cpus_per_worker", "num_gpus_for_learner", "model", "model_config",
+        "optimizer", "optimizer_config",
     )
+    #: Top-level keys that stand for options of the built-in model (see ``learner_config.resolve_model``).
+    _model_shorthands: ClassVar[tuple[str, ...]] = ()
 
     # -- config --------------------------------------------------------------------------------
     @classmethod
@@ -124,6 +131,8 @@ class DistributedTrainer(Trainable):
             given[name] = value
         resolved.update(given)
         cls._validate_common(resolved)
+        resolve_model(resolved, given, cls._model_shorthands)
+        check_learner_keys(resolved)
         if resolved["num_workers"] == "auto":
             resolved[LAYOUT_REASON] = layout.resolve(resolved, given)
         cls.validate_algorithm_config(resolved, given)
@@ -166,14 +175,34 @@ class DistributedTrainer(Trainable):
         publish_env_creators()  # runs in the driver with Ray up: trial actors will find the envs
         resolve_env(c["env"])
         learner = {"CPU": float(c["num_cpus_for_learner"])}
+        if c["num_gpus_for_learner"]:
+            learner["GPU"] = float(c["num_gpus_for_learner"])
         if c["num_cpus_per_worker"] <= 0:
             return [learner]
         return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
 
     # -- to implement ------------------------------------------------------------------------
     def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
-        """Return (policy, factory, kwargs): the learner's policy and how workers build their copy."""
-        raise NotImplementedError
+        """Return (policy, factory, kwargs): the learner's policy and how workers build their copy.
+
+        By default the module ``config["model"]`` describes (the contract: ``algorithms/models.py``),
+        initialised from the trial's seed, as a ``TorchPolicy`` on the learner's device; rollout
+        actors build their own on CPU with ``make_torch_policy``."""
+        import torch
+
+        from algorithms.distributions import action_distribution
+        from algorithms.models import build_model
+        from algorithms.torch_policy import TorchPolicy, make_torch_policy
+
+        c = self.cfg
+        with torch.random.fork_rng(devices=[]):  # the module's init, seeded, without touching the global RNG
+            torch.manual_seed(self.seed)
+            module = build_model(c["model"], c["model_config"], observation_space, action_space,
+                                 action_distribution(action_space))
+        policy = TorchPolicy(module, observation_space, action_space, self.device, model=c["model"])
+        kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                  "observation_space": observation_space, "action_space": action_space}
+        return policy, make_torch_policy, kwargs
 
     def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
         """The train batch made of the fragments the workers returned (see ``RolloutWorker._run``):
@@ -190,6 +219,9 @@ class DistributedTrainer(Trainable):
         learner builds its network; ``build_policy`` must then start from these weights. None:
         the actors start after ``build_policy``, with its factory and weights."""
         return None
+
+    #: Which learner ``build_learner`` chose ("torch", or a subclass's own fast path), for results.
+    learner_name = "torch"
 
     def build_learner(self) -> None:
         """Create the optimiser and whatever else ``learn_on_batch`` needs."""
@@ -229,6 +261,7 @@ class DistributedTrainer(Trainable):
                 self.workers.start_streams()
         try:
             self._set_learner_threads()
+            self.device = self._learner_device()
             self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
             self.build_learner()
         except BaseException:
@@ -269,6 +302,20 @@ class DistributedTrainer(Trainable):
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
 
+    def _learner_device(self) -> str:
+        """"cuda" when bundle 0 has a GPU (Ray makes it the only one this process sees), else "cpu"."""
+        if not self.cfg["num_gpus_for_learner"]:
+            return "cpu"
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"config key 'num_gpus_for_learner': the learner was given {self.cfg['num_gpus_for_learner']} GPU(s) "
+                f"but torch {torch.__version__} sees no CUDA device (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); install a CUDA build of torch or set it to 0"
+            )
+        return "cuda"
+
     def fragment_length(self) -> tuple[int, int]:
         """(vector steps per fragment, fragments per iteration) for ``train_batch_size`` env steps."""
         c = self.cfg
@@ -304,6 +351,8 @@ class DistributedTrainer(Trainable):
             "learn_time_s": end - sampled,
             "num_worker_restarts": self.workers.num_restarts,
             "sampling_layout": self._layout,
+            "learner": self.learner_name,
+            "learner_device": str(self.device),
             "rollout_nodes": self.workers.placement(),
         }
         if LAYOUT_REASON in self.cfg:
@@ -318,7 +367,7 @@ class DistributedTrainer(Trainable):
         state = {
             "format": 1,
             "algorithm": self._name,
-            "policy": self.policy.state_dict(),
+            "policy": {k: v.cpu() for k, v in self.policy.state_dict().items()},
             "counters": {"env_steps_total": self.env_steps_total, "seed": self.seed},
             "episode_window": self.window.state(),
             "learner": self.learner_state(),

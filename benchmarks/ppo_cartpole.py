@@ -1,14 +1,17 @@
 """PPO on CartPole-v1: env steps and wall time until the 100-episode mean return reaches 475.
 
-Ours: ``PPO(config={"env": "CartPole-v1", "seed": s})``, nothing else set: the defaults a user
-gets. Peer: Stable-Baselines3 PPO with rl-zoo's CartPole-v1 hyperparameters (8 envs, n_steps 32,
-batch 256, 20 epochs, gamma 0.98, gae_lambda 0.8, learning rate and clip range linear from 1e-3
-and 0.2, ent_coef 0), run in the same process, seeds alternating with ours so that load from
-other processes hits both alike. Both are "solved" by the same rule: the mean return of the last
-100 completed episodes (SB3: its Monitor's episodes, read by a callback) reaches 475 within
-``--max-steps`` env steps. Wall time runs from before the trainer / model is built to the
-moment the rule holds; SB3 uses torch with ``--sb3-threads`` threads (default 1, as ours: on 2
-cores it is SB3's faster setting).
+Ours, twice: ``PPO(config={"env": "CartPole-v1", "seed": s, "learner": L})``, nothing else set
+(the defaults a user gets), with each of PPO's learners: ``"numpy"`` (the hand-derived gradient
+and a numpy Adam, the automatic fast path for this network) and ``"torch"`` (autograd and
+``torch.optim.Adam``: the path of every other model and device). Peer: Stable-Baselines3 PPO
+with rl-zoo's CartPole-v1 hyperparameters (8 envs, n_steps 32, batch 256, 20 epochs, gamma 0.98,
+gae_lambda 0.8, learning rate and clip range linear from 1e-3 and 0.2, ent_coef 0) and SB3's
+default ``MlpPolicy``, the same network as ours: separate 64x64 tanh policy and value MLPs. All
+run in the same process, seeds interleaved so that load from other processes hits each alike.
+Every run is "solved" by the same rule: the mean return of the last 100 completed episodes
+(SB3: its Monitor's episodes, read by a callback) reaches 475 within ``--max-steps`` env steps.
+Wall time runs from before the trainer / model is built to the moment the rule holds; SB3 uses
+torch with ``--sb3-threads`` threads (default 1, as ours: on 2 cores it is SB3's faster setting).
 
     python benchmarks/ppo_cartpole.py                 # 5 seeds each, a few minutes
     python benchmarks/ppo_cartpole.py --seeds 0,1 --no-sb3
@@ -29,11 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 TARGET = 475.0
 
 
-def run_ours(seed: int, max_steps: int) -> dict:
+LEARNERS = ("numpy", "torch")
+
+
+def run_ours(seed: int, max_steps: int, learner: str) -> dict:
     from algorithms import PPO
 
     start = time.perf_counter()
-    trainer = PPO(config={"env": "CartPole-v1", "seed": seed})
+    trainer = PPO(config={"env": "CartPole-v1", "seed": seed, "learner": learner})
     sample_s = learn_s = 0.0
     try:
         while True:
@@ -131,14 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CartPole-v1, solved = mean return of the last 100 episodes >= {TARGET:g} within {args.max_steps:,} env "
           f"steps; torch {torch.__version__}")
     print(f"ours: PPO defaults {shown}")
-    print(f"{'seed':>4}  {'ours: steps, wall':>26}  {'SB3 rl-zoo: steps, wall':>26}", flush=True)
-    ours: list[dict] = []
+    print(f"{'seed':>4}  {'ours, numpy learner':>26}  {'ours, torch learner':>26}  {'SB3 rl-zoo: steps, wall':>26}",
+          flush=True)
+    ours: dict[str, list[dict]] = {learner: [] for learner in LEARNERS}
     peers: list[dict] = []
     for seed in seeds:
-        ours.append(run_ours(seed, args.max_steps))
+        for learner in LEARNERS:
+            ours[learner].append(run_ours(seed, args.max_steps, learner))
         if sb3:
             peers.append(run_sb3(seed, args.max_steps, args.sb3_threads))
-        print(f"{seed:>4}  {_fmt(ours[-1]):>26}  {_fmt(peers[-1] if sb3 else None):>26}", flush=True)
+        print(f"{seed:>4}  " + "  ".join(f"{_fmt(ours[learner][-1]):>26}" for learner in LEARNERS)
+              + f"  {_fmt(peers[-1] if sb3 else None):>26}", flush=True)
 
     def summary(runs: list[dict]) -> tuple[int, float | None, float | None]:
         solved = [r for r in runs if r["solved"]]
@@ -146,18 +155,25 @@ def main(argv: list[str] | None = None) -> int:
             return 0, None, None
         return len(solved), statistics.median(r["steps"] for r in solved), statistics.median(r["wall"] for r in solved)
 
-    n_ours, steps_ours, wall_ours = summary(ours)
-    print(f"\nours: solved {n_ours}/{len(seeds)} (target >= 4/5); median of solved runs: "
-          f"{steps_ours or 0:,.0f} env steps, {wall_ours or 0:.1f} s wall "
-          f"(sampling {statistics.median(r['sample_s'] for r in ours):.1f} s, "
-          f"learning {statistics.median(r['learn_s'] for r in ours):.1f} s)")
+    walls = {}
+    for learner in LEARNERS:
+        runs = ours[learner]
+        n, steps, walls[learner] = summary(runs)
+        print(f"\nours, {learner} learner: solved {n}/{len(seeds)} (target >= 4/5); median of solved runs: "
+              f"{steps or 0:,.0f} env steps, {walls[learner] or 0:.1f} s wall "
+              f"(sampling {statistics.median(r['sample_s'] for r in runs):.1f} s, "
+              f"learning {statistics.median(r['learn_s'] for r in runs):.1f} s)", end="")
+    print()
+    if walls["numpy"] and walls["torch"]:
+        print(f"wall time, torch learner / numpy learner: {walls['torch'] / walls['numpy']:.2f}x (target <= 1.5x)")
     if sb3:
         n_sb3, steps_sb3, wall_sb3 = summary(peers)
         print(f"SB3 rl-zoo (torch threads {args.sb3_threads}): solved {n_sb3}/{len(seeds)}; median of solved runs: "
               f"{steps_sb3 or 0:,.0f} env steps, {wall_sb3 or 0:.1f} s wall")
-        if wall_ours and wall_sb3:
-            print(f"wall time to {TARGET:g}, ours / SB3: {wall_ours / wall_sb3:.2f}x  (target <= 0.33x; "
-                  f"{wall_sb3 / wall_ours:.1f}x faster)")
+        for learner in LEARNERS:
+            if walls[learner] and wall_sb3:
+                print(f"wall time to {TARGET:g}, ours ({learner} learner) / SB3: {walls[learner] / wall_sb3:.2f}x "
+                      f"({wall_sb3 / walls[learner]:.1f}x faster)")
     return 0
 
 

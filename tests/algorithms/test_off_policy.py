@@ -102,13 +102,13 @@ def test_a_current_fragment_keeps_its_own_log_probabilities_and_values(ray_sessi
         trainer.stop()
 
 
-@pytest.mark.parametrize("manual_grad", [True, False])
-def test_the_update_weights_each_sample_by_its_importance_weight(ray_session, manual_grad, monkeypatch):
+@pytest.mark.parametrize("learner", ["numpy", "torch"])
+def test_the_update_weights_each_sample_by_its_importance_weight(ray_session, learner):
     """One update on a stale batch equals one on the same batch with its advantages multiplied by
     the weights (advantages not normalised, so that the two are the same objective)."""
-    monkeypatch.setattr(PPO, "manual_grad", manual_grad)
     rng = np.random.default_rng(2)
-    stale, plain = _trainer(normalize_advantages=False), _trainer(normalize_advantages=False)
+    stale = _trainer(normalize_advantages=False, learner=learner)
+    plain = _trainer(normalize_advantages=False, learner=learner)
     try:
         batch = stale.postprocess_fragments([_fragment(rng, weights_version=stale.workers.weights_version - 1)])
         same = {**batch, "advantages": batch["advantages"] * batch["is_weight"],

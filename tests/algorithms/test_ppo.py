@@ -245,14 +245,16 @@ def test_ppo_trials_with_rollout_actors_share_the_machine_in_tune_run(tmp_path):
                  storage_path=str(tmp_path), name="ppo_bad_key", verbose=0)
 
 
-def test_manual_and_autograd_learners_train_alike():
-    """The two learners of PPO (hand-derived gradient, autograd) take the same steps."""
+def test_numpy_and_torch_learners_train_alike():
+    """The two learners of PPO (hand-derived gradient and FlatAdam, autograd and torch.optim.Adam)
+    take the same steps, and each result says which one ran."""
     config = {"env": "CartPole-v1", "seed": 5, **SMALL, "entropy_coeff": 0.01}
-    fast, slow = PPO(config=config), PPO(config=config)
-    slow.manual_grad = False
+    fast, slow = PPO(config={**config, "learner": "numpy"}), PPO(config={**config, "learner": "torch"})
     try:
         for _ in range(2):
             a, b = fast.train(), slow.train()
+        assert (a["learner"], b["learner"]) == ("numpy", "torch")
+        assert a["learner_device"] == b["learner_device"] == "cpu"
         assert a["env_steps_total"] == b["env_steps_total"]
         for pa, pb in zip(fast.policy.parameters(), slow.policy.parameters()):
             torch.testing.assert_close(pa, pb, rtol=1e-3, atol=1e-5)
