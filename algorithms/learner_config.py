@@ -102,6 +102,12 @@ def make_optimizer(params: list[Any], name: str, options: Mapping[str, Any], lr:
 
     cls = getattr(torch.optim, _TORCH_NAMES[name])
     kwargs = {**OPTIMIZERS[name], **options}
+    if name in ("adam", "adamw") and "foreach" not in kwargs and "fused" not in kwargs and all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
+    ):
+        # one kernel for every parameter's update (torch's default loops over them on a CPU):
+        # for a small network the per-parameter calls are most of an Adam step
+        kwargs["fused"] = True
     try:
         return cls(params, lr=lr, **kwargs)
     except (TypeError, ValueError) as exc:
