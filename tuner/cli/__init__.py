@@ -54,6 +54,9 @@ def _add_run_verbs(verbs: Any) -> None:
     sweep.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec (see examples/*.yaml)")
     sweep.add_argument("--name", help="the sweep's name (default: the spec's name, else the file's name and the time)")
     sweep.add_argument("--database-url", metavar="URL", help="store the sweep in this database (SQLAlchemy URL)")
+    sweep.add_argument("--storage-path", metavar="DIR",
+                       help="store the sweep's run directory under DIR (default: the spec's storage_path, "
+                            "else $TUNER_STORAGE_PATH or ~/tuner_results)")
     sweep.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                        help="override a spec key (dotted path, YAML value), e.g. --set num_samples=2 "
                             "--set scheduler.max_t=10; repeatable")

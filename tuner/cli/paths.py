@@ -16,6 +16,9 @@ STORAGE_ENV = "TUNER_STORAGE_PATH"
 #: The spec a sweep was started with, saved in its run directory for ``tuner resume``.
 SPEC_FILE = "sweep.yaml"
 DB_FILE = "tuner.db"
+#: Under the default storage path: the run directories of sweeps stored elsewhere, by name, so
+#: ``tuner show/best/export/resume NAME`` find a sweep whatever storage path its spec named.
+INDEX_FILE = ".sweep_locations.json"
 
 
 def default_storage_path() -> str:
@@ -88,6 +91,8 @@ def locate(name_or_path: str, storage_path: str | None = None, database_url: str
         run_dir = given.absolute()
     elif not (root / name_or_path).exists() and (given / DB_FILE).exists():
         run_dir = given.absolute()
+    elif storage_path is None and not (root / name_or_path).exists() and name_or_path in _read_index():
+        run_dir = Path(_read_index()[name_or_path])  # a sweep whose spec named another storage path
     else:
         run_dir = root / name_or_path
     hidden = False  # the saved spec names a database whose password was not saved
@@ -146,3 +151,47 @@ def first_line(exc: BaseException, url: str | None = None) -> str:
         if password:
             text = text.replace(str(password), "***")
     return text
+
+
+def _index_path() -> Path:
+    return Path(default_storage_path()).expanduser().absolute() / INDEX_FILE
+
+
+def _read_index() -> dict[str, str]:
+    import json
+
+    try:
+        entries = json.loads(_index_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in entries.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(entries, dict) else {}
+
+
+def remember_location(ref: SweepRef) -> None:
+    """Record where a sweep outside the default storage path lives (the newest sweep of a name
+    wins); a no-op for one inside it, and when the index cannot be written (the sweep still runs)."""
+    import json
+
+    root = Path(default_storage_path()).expanduser().absolute()
+    if ref.run_dir.parent == root:
+        return
+    path = _index_path()
+    entries = _read_index()
+    entries[ref.name] = str(ref.run_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entries, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def location_flags(ref: SweepRef) -> str:
+    """The flags a printed command needs to find ``ref`` (empty when its name alone does)."""
+    flags = ""
+    if ref.run_dir.parent != Path(default_storage_path()).expanduser().absolute():
+        flags += f" --storage-path {ref.run_dir.parent}"
+    if ref.database_url:
+        flags += " --database-url URL"
+    return flags

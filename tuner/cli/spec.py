@@ -278,14 +278,17 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
 
 
 def load(path: str | os.PathLike[str], overrides: Sequence[str] = (), name: str | None = None,
-         database_url: str | None = None) -> SweepSpec:
-    """Read, override (``--set``, ``--name``, ``--database-url``) and validate the spec at ``path``."""
+         database_url: str | None = None, storage_path: str | None = None) -> SweepSpec:
+    """Read, override (``--set``, ``--name``, ``--database-url``, ``--storage-path``) and validate
+    the spec at ``path``."""
     document = apply_overrides(load_spec_file(path), overrides)
     if isinstance(document, dict):
         if name is not None:
             document["name"] = name
         if database_url is not None:
             document["database_url"] = database_url
+        if storage_path is not None:
+            document["storage_path"] = storage_path
     return validate(document, default_name=default_sweep_name(Path(path).stem))
 
 

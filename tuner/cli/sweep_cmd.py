@@ -17,11 +17,12 @@ from tuner.cli.paths import (
     DB_FILE,
     SPEC_FILE,
     SweepRef,
-    default_storage_path,
     first_line,
     has_password,
     locate,
+    location_flags,
     read_saved_spec,
+    remember_location,
 )
 from tuner.cli.yaml_io import dump
 from tuner.execution.signals import SweepTerminated, graceful_sigterm
@@ -49,13 +50,9 @@ class SaveSpec(Callback):
         tmp.replace(self.path)
 
 
-def _command_hint(ref: SweepRef) -> str:
-    hint = f"tuner resume {ref.name}"
-    if ref.run_dir.parent != Path(default_storage_path()).expanduser().absolute():
-        hint += f" --storage-path {ref.run_dir.parent}"
-    if ref.database_url:
-        hint += " --database-url URL"
-    return hint
+def _command_hint(ref: SweepRef, verb: str = "resume") -> str:
+    """A command that finds this sweep as printed, wherever it is stored."""
+    return f"tuner {verb} {ref.name}{location_flags(ref)}"
 
 
 def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
@@ -70,11 +67,11 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
         if best is not None:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
             print(f"best config: {best.config}")
-    print(f"stored in {ref.url_for_display}; `tuner show {ref.name}` for details")
+    print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
     failed = [t for t in trials if t.status == "ERROR"]
     if failed:
         names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
-        print(f"tuner: {len(failed)} trial(s) failed: {names}; `tuner show {ref.name}` shows their errors",
+        print(f"tuner: {len(failed)} trial(s) failed: {names}; `{_command_hint(ref, 'show')}` shows their errors",
               file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
@@ -153,11 +150,13 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``tuner sweep SPEC.yaml``: validate the whole spec, then run it."""
-    spec = spec_mod.load(args.spec, args.set or (), name=args.name, database_url=args.database_url)
+    spec = spec_mod.load(args.spec, args.set or (), name=args.name, database_url=args.database_url,
+                         storage_path=args.storage_path)
     ref = SweepRef(spec.name, spec.run_dir, spec.database_url)
     if ref.spec_file.exists() or (ref.database_url is None and (ref.run_dir / DB_FILE).exists()):
         raise CLIError(f"a sweep named {ref.name!r} already exists in {ref.run_dir.parent}; "
-                       f"`tuner resume {ref.name}` continues it, or pick another --name")
+                       f"`{_command_hint(ref)}` continues it, or pick another --name")
+    remember_location(ref)
     return run_spec(spec, ref, args, resume=False)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,16 @@ config:
 """
 
 
+#: The CLI's default storage path in these tests (never the user's ~/tuner_results: the index of
+#: sweep locations lives there).
+DEFAULT_STORAGE = tempfile.mkdtemp(prefix="tuner_cli_default_")
+
+
 def cli_env(**extra: str) -> dict[str, str]:
-    """The environment of a CLI subprocess: this checkout importable, no storage path inherited."""
+    """The environment of a CLI subprocess: this checkout importable, no storage path or Ray
+    address inherited (the default storage path is this session's own)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TUNER_STORAGE_PATH", "RAY_ADDRESS")}
+    env["TUNER_STORAGE_PATH"] = DEFAULT_STORAGE
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env.update(extra)
     return env

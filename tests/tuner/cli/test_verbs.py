@@ -35,6 +35,27 @@ def test_sweep_runs_and_exits_1_when_a_trial_failed(real_sweep):
     assert (real_sweep.run_dir / "sweep.yaml").exists()
 
 
+def test_commands_the_sweep_printed_work_as_printed_and_the_name_alone_finds_it(real_sweep):
+    """The spec named its own storage path: the printed `tuner show` carries it, and the name alone
+    finds the sweep too (the index of sweep locations under the default storage path)."""
+    line = next(x for x in real_sweep.proc.stdout.splitlines() if x.startswith("stored in "))
+    printed = line.split("`")[1]
+    assert printed == f"tuner show real --storage-path {real_sweep.storage}"
+    for args in (printed.split()[1:], ["show", "real"], ["best", "real"]):
+        proc = cli(*args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert "real" in proc.stdout or "score" in proc.stdout
+    shown = json.loads(cli("best", "real", "--json").stdout)
+    assert shown == json.loads(cli("best", str(real_sweep.run_dir), "--json").stdout)
+
+
+def test_sweep_takes_storage_path_and_a_taken_name_names_its_location(real_sweep):
+    proc = cli("sweep", str(real_sweep.spec), "--name", "real", "--storage-path", str(real_sweep.storage))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"a sweep named 'real' already exists in {real_sweep.storage}" in proc.stderr
+    assert f"`tuner resume real --storage-path {real_sweep.storage}` continues it" in proc.stderr
+
+
 def test_ls_lists_the_sweep_with_its_trial_counts(real_sweep):
     proc = cli("ls", "--storage-path", str(real_sweep.storage))
     assert proc.returncode == 0, proc.stderr
