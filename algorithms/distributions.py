@@ -38,7 +38,8 @@ def sample_categorical(logits: np.ndarray, rng: np.random.Generator, explore: bo
     """(actions, log-probabilities) of Categoricals over the rows of ``logits``; the mode without
     ``explore``. Gumbel-max: argmax(logits + Gumbel noise) is a Categorical sample."""
     actions = (logits + rng.gumbel(size=logits.shape)).argmax(axis=1) if explore else logits.argmax(axis=1)
-    logp = np.take_along_axis(logits, actions[:, None], axis=1)[:, 0] - np.logaddexp.reduce(logits, axis=1)
+    # fancy indexing: a third of take_along_axis's cost, in the rollout actors' hot loop
+    logp = logits[np.arange(len(logits)), actions] - np.logaddexp.reduce(logits, axis=1)
     return actions, logp.astype(np.float32, copy=False)
 
 

@@ -38,7 +38,6 @@ class TorchPolicy:
         module.to(self.device)
         check_model_outputs(module, observation_space, action_space, self.dist, self.device,
                             model if model is not None else type(module))
-        self.discrete = False  # not the built-in stacked network: no numpy learner for it
 
     # -- the learner's side ------------------------------------------------------------------
     def parameters(self) -> Iterator[nn.Parameter]:
