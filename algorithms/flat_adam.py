@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from algorithms.flat_params import FlatParameters
+
 
 class FlatAdam:
     """Adam (Kingma & Ba 2015, as ``torch.optim.Adam`` without weight decay or amsgrad, with
@@ -29,16 +31,11 @@ class FlatAdam:
                  eps: float = 1e-8) -> None:
         self.params = list(params)
         self.lr, self.betas, self.eps = float(lr), betas, float(eps)
-        total = sum(p.numel() for p in self.params)
-        self.flat = torch.empty(total, dtype=torch.float32)
-        self.offsets: list[int] = []
-        offset = 0
-        for p in self.params:
-            size = p.numel()
-            self.flat[offset:offset + size].copy_(p.detach().reshape(-1))
-            p.data = self.flat[offset:offset + size].view_as(p)
-            self.offsets.append(offset)
-            offset += size
+        if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in self.params):
+            raise ValueError("FlatAdam steps float32 parameters on the CPU")
+        flat = FlatParameters(self.params, grads=False)
+        self.flat, self.offsets = flat.flat.data, flat.offsets
+        total = self.flat.numel()
         self.exp_avg = torch.zeros(total)
         self.exp_avg_sq = torch.zeros(total)
         self.steps = 0

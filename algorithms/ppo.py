@@ -265,8 +265,14 @@ class PPO(DistributedTrainer):
 
             self.optimizer = FlatAdam(self._params, lr=c["lr"], **{**OPTIMIZERS["adam"], **c["optimizer_config"]})
             self._numpy_update = NumpyPPOUpdate(self.policy, self.optimizer)
+            self._flat = None
         else:
-            self.optimizer = make_optimizer(self._params, c["optimizer"], c["optimizer_config"], c["lr"])
+            from algorithms.flat_params import FlatParameters
+
+            # one flat buffer behind the parameters where they allow it: one tensor to zero, clip and step
+            self._flat = FlatParameters(self._params) if FlatParameters.fits(self._params) else None
+            params = [self._flat.flat] if self._flat is not None else self._params
+            self.optimizer = make_optimizer(params, c["optimizer"], c["optimizer_config"], c["lr"])
             self._numpy_update = None
 
     # -- from fragments to a train batch --------------------------------------------------------
@@ -423,10 +429,17 @@ class PPO(DistributedTrainer):
         loss = policy_loss + vf_coeff * vf_loss
         if entropy is not None:
             loss = loss - ent_coeff * entropy.mean()
-        self.optimizer.zero_grad(set_to_none=True)
+        flat = self._flat
+        if flat is not None:
+            flat.zero_grad()
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if c["max_grad_norm"] is not None:
-            torch.nn.utils.clip_grad_norm_(self._params, c["max_grad_norm"])
+            if flat is not None:
+                flat.clip_grad_norm_(c["max_grad_norm"])
+            else:
+                torch.nn.utils.clip_grad_norm_(self._params, c["max_grad_norm"])
         self.optimizer.step()
         return (float(policy_loss.detach()), float(vf_loss.detach()), ratio.detach().cpu().numpy(),
                 log_ratio.detach().cpu().numpy())
@@ -436,7 +449,10 @@ class PPO(DistributedTrainer):
         if self.learner_name == "numpy":  # FlatAdam's state, saved as torch.optim.Adam's
             optimizer = {"name": "adam", "state": self.optimizer.torch_adam_state()}
         else:
-            optimizer = {"name": self.cfg["optimizer"], "state": _to_cpu(self.optimizer.state_dict()["state"])}
+            state = _to_cpu(self.optimizer.state_dict()["state"])
+            if self._flat is not None:  # saved per parameter, whichever layout the learner had
+                state = self._flat.split_state(state)
+            optimizer = {"name": self.cfg["optimizer"], "state": state}
         return {"optimizer": optimizer, "torch_rng": self.torch_rng.get_state()}
 
     def load_learner_state(self, state: dict[str, Any]) -> None:
@@ -452,8 +468,9 @@ class PPO(DistributedTrainer):
             if self.learner_name == "numpy":
                 self.optimizer.load_torch_adam_state(saved["state"])
             else:  # the moments only: the hyperparameters are this trial's config's
+                moments = self._flat.join_state(saved["state"]) if self._flat is not None else saved["state"]
                 current = self.optimizer.state_dict()
-                self.optimizer.load_state_dict({**current, "state": saved["state"]})  # onto the parameters' device
+                self.optimizer.load_state_dict({**current, "state": moments})  # onto the parameters' device
         self.torch_rng.set_state(state["torch_rng"])
         self._apply_lr()  # our config's lr (and schedule) wins over the one saved with the optimiser
 
