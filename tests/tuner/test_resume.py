@@ -174,7 +174,8 @@ def test_resume_arguments(tmp_path):
 
 
 def _pid_writer(config):
-    """Writes its actor's pid, then counts up with a checkpoint per step (see the test below)."""
+    """Writes its actor's pid, then counts up with a checkpoint per step; the first actor stops
+    at 3 and waits for the test to kill it (see the test below)."""
     ckpt = tune.get_checkpoint()
     start = 0
     if ckpt is not None:
@@ -183,7 +184,10 @@ def _pid_writer(config):
     with open(config["pids"], "a") as f:
         f.write(f"{os.getpid()} {start}\n")
     for i in range(start, 12):
-        time.sleep(0.2)
+        if start == 0 and i == 3:  # the first actor lives until the test kills it (at most 2 minutes)
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                time.sleep(0.05)
         d = os.path.join(tune.get_context().get_trial_dir(), f"tmp_{i}")
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, "i.json"), "w") as f:
@@ -196,11 +200,12 @@ def test_trial_actor_sigkilled_restarts_from_its_checkpoint(tmp_path):
 
     pids = tmp_path / "pids.txt"
 
-    def killer():
-        deadline = time.time() + 60
+    db = str(tmp_path / "killed" / "tuner.db")
+
+    def killer():  # once the store holds a checkpoint of the trial, whatever the machine's load
+        deadline = time.time() + 120
         while time.time() < deadline:
-            if pids.exists() and pids.read_text().strip():
-                time.sleep(1.0)  # a few iterations in
+            if pids.exists() and pids.read_text().strip() and _query(db, KILL_POINTS["checkpoint"]) >= 1:
                 pid = int(pids.read_text().split()[0])
                 os.kill(pid, signal.SIGKILL)
                 return

@@ -1,10 +1,10 @@
 """Arguments of a hot actor call packed into one ``bytes`` value.
 
 Ray handles each argument of an actor call on its own (serialization context, a task argument
-in the core worker): a call to ``TrialActor.run`` with its eight arguments took about 0.5 ms of
-the driver's CPU to submit here, against 0.1 ms for one ``bytes`` argument. The controller makes
-one such call per trial, so it packs them with cloudpickle (about 6 us; like Ray, it takes what
-the user defined in ``__main__`` by value) and the actor unpacks them.
+in the core worker), so a call with eight arguments costs the driver several times the CPU of a
+call with one ``bytes`` argument. The controller makes one such call per trial, so it packs them
+with cloudpickle (like Ray, it takes what the user defined in ``__main__`` by value) and the
+actor unpacks them.
 
 Ray's references (``ObjectRef``, actor handles) are not packed: Ray counts the references a call
 carries only when it serializes them itself, so :func:`pack` returns None for arguments that hold

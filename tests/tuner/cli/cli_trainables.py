@@ -19,7 +19,8 @@ def quadratic(config):
 
 
 def checkpointed(config):
-    """``iterations`` slow steps with a checkpoint each; restarts from its last checkpoint."""
+    """``iterations`` slow steps with a checkpoint each; restarts from its last checkpoint. With
+    ``hold_after: N`` it waits after its N-th step until the file ``release`` exists."""
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
@@ -27,6 +28,10 @@ def checkpointed(config):
             start = json.load(f)["i"]
     for i in range(start + 1, config["iterations"] + 1):
         time.sleep(config["sleep"])
+        if i == config.get("hold_after", 0) + 1:  # wait (2 minutes at most) for the test's go-ahead
+            deadline = time.monotonic() + 120
+            while not os.path.exists(config["release"]) and time.monotonic() < deadline:
+                time.sleep(0.02)
         directory = os.path.join(tune.get_context().get_trial_dir(), f"checkpoint_{i:04d}")
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "state.json"), "w") as f:

@@ -13,6 +13,7 @@ from tests.tuner.cli.conftest import cli, cli_popen
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 ITERATIONS = 8
+HOLD = 3
 SPEC = f"""\
 trainable: tests.tuner.cli.cli_trainables:checkpointed
 metric: score
@@ -43,7 +44,10 @@ def _query(db, sql):
                                              (signal.SIGTERM, 143, "terminated (SIGTERM)")])
 def test_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address, sig, code, said):
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
+    release = tmp_path / "release"
+    # every trial holds after its third step until `release` exists: the signal comes while the
+    # first two trials are running, each with 3 results and a checkpoint, however loaded the machine
+    spec.write_text(SPEC + f"  hold_after: {HOLD}\n  release: {release}\n")
     storage = tmp_path / "results"
     db = storage / "intr" / "tuner.db"
     proc = cli_popen("sweep", str(spec), "--name", "intr", "--address", ray_address, "--set",
@@ -51,7 +55,7 @@ def test_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address, sig
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            if db.exists() and _query(db, "SELECT COUNT(*) FROM results")[:1] >= [(3,)]:
+            if db.exists() and _query(db, "SELECT COUNT(*) FROM results")[:1] >= [(2 * HOLD,)]:
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the sweep ended before it could be interrupted: " + proc.communicate()[1]
@@ -72,6 +76,7 @@ def test_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address, sig
     assert "INTERRUPTED" in statuses.values(), statuses
     assert all(last.get(t) == ITERATIONS for t, status in statuses.items() if status == "TERMINATED")
 
+    release.touch()
     proc = cli("resume", "intr", "--storage-path", str(storage), "--address", ray_address)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sweep intr (score, max): resumed" in proc.stdout

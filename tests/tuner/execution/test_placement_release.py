@@ -22,5 +22,6 @@ def test_resources_show_as_available_once_the_release_is_awaited(ray_session, tm
         verbose=0,
         tensorboard=False,
     )
-    await_release()
+    # a loaded machine may take longer than a sweep waits (RELEASE_WAIT_S): the test waits for the event
+    assert await_release(timeout_s=60.0), "the watch never saw the sweep's CPUs come back"
     assert ray_session.available_resources().get("CPU", 0.0) >= ray_session.cluster_resources()["CPU"] - 1e-9
