@@ -81,11 +81,45 @@ def test_message_reads_well():
     assert raises_one(lambda: HyperBandScheduler(mode="best")) == "HyperBandScheduler: mode must be 'min' or 'max', got 'best'"
 
 
-def test_good_edge_values_are_accepted():
-    ASHAScheduler(max_t=5, grace_period=5, reduction_factor=1.5)
-    MedianStoppingRule(grace_period=0, min_time_slice=float("inf"))
-    PopulationBasedTraining(hyperparam_mutations=MUTATIONS, quantile_fraction=0.5, resample_probability=0)
-    PopulationBasedTraining(custom_explore_fn=lambda c: c)
+def test_good_edge_values_are_accepted_and_take_effect():
+    # a grace period equal to max_t: no rung below it, and max_t stops the trial there
+    asha = ASHAScheduler(metric="r", mode="max", max_t=5, grace_period=5, reduction_factor=1.5)
+    trial = Trial()
+    c = Controller(trial)
+    asha.on_trial_add(c, trial)
+    assert [asha.on_trial_result(c, trial, {"training_iteration": t, "r": 0.0}) for t in (1, 4)] == [asha.CONTINUE] * 2
+    assert asha.on_trial_result(c, trial, {"training_iteration": 5, "r": 0.0}) == asha.STOP
+
+    # no grace period: a trial below the median is stopped at its first result; with an endless
+    # time slice the rule never pauses
+    median = MedianStoppingRule(metric="r", mode="max", time_attr="training_iteration", grace_period=0,
+                                min_time_slice=float("inf"))
+    assert median.never_pauses
+    trials = [Trial(f"t{i}") for i in range(4)]
+    c = Controller(*trials)
+    for t in trials:
+        median.on_trial_add(c, t)
+    for t in trials[:3]:
+        assert median.on_trial_result(c, t, {"training_iteration": 1, "r": 1.0}) == median.CONTINUE
+    assert median.on_trial_result(c, trials[3], {"training_iteration": 1, "r": 0.0}) == median.STOP
+
+    # quantile 0.5 of 2 trials: the worse exploits the better, with the config the user's explore
+    # function returns
+    explored = []
+    pbt = PopulationBasedTraining(metric="r", mode="max", time_attr="training_iteration", perturbation_interval=1,
+                                  hyperparam_mutations=MUTATIONS,
+                                  quantile_fraction=0.5, resample_probability=0,
+                                  custom_explore_fn=lambda config: explored.append(dict(config)) or {**config, "lr": 0.15})
+    good, bad = Trial("good", {"lr": 0.1}), Trial("bad", {"lr": 0.2})
+    c = RecordingController(good, bad)
+    for t in (good, bad):
+        pbt.on_trial_add(c, t)
+    for t in (1, 2):  # the better one is checkpointed at a perturbation before it can be a donor
+        pbt.on_trial_result(c, good, {"training_iteration": t, "r": 1.0})
+        pbt.on_trial_result(c, bad, {"training_iteration": t, "r": 0.0})
+    assert [(t.trial_id, d.trial_id, cfg["lr"]) for t, d, cfg in c.exploits] == [("bad", "good", 0.15)]
+    # the explore function sees the donor's config after PBT's own perturbation (a neighbour in the list)
+    assert len(explored) == 1 and explored[0]["lr"] in MUTATIONS["lr"]
 
 
 class Trial:
@@ -109,6 +143,15 @@ class Controller:
 
     def exploit_trial(self, trial, donor, new_config):
         pass
+
+
+class RecordingController(Controller):
+    def __init__(self, *trials):
+        super().__init__(*trials)
+        self.exploits = []
+
+    def exploit_trial(self, trial, donor, new_config):
+        self.exploits.append((trial, donor, new_config))
 
 
 ALL = {

@@ -20,7 +20,8 @@ class Sweep:
     analysis: object
     #: What a reader polling the logdir during the sweep saw: (seconds since start, sessions).
     polls: list
-    duration: float
+    #: Seconds since start when tune.run returned (every trial ended and its session end written).
+    returned_at: float
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +54,8 @@ def hparams_sweep(ray_session, tmp_path_factory) -> Sweep:
             resources_per_trial={"cpu": 0.5}, storage_path=str(storage), name="sweep", verbose=0,
             raise_on_failed_trial=False, seed=0,
         )
+        returned_at = time.monotonic() - start
     finally:
         done.set()
         poller.join()
-    return Sweep(run_dir, logdir, analysis, polls, time.monotonic() - start)
+    return Sweep(run_dir, logdir, analysis, polls, returned_at)
