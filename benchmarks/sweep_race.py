@@ -1,91 +1,127 @@
 """The headline race: tune PPO on CartPole-v1, the same sweep through three systems, in one run.
 
-The work, fixed so that every figure compares (issue 9): 16 trials sampled with seed 0 from
-lr loguniform(1e-4, 3e-3), gamma choice [0.98, 0.99, 0.995], entropy_coeff choice [0.0, 0.01],
-train_batch_size choice [1024, 2048, 4096], num_epochs choice [4, 10], minibatch_size choice [64, 256];
-ASHA on env steps (grace period 20k, reduction factor 3, max_t 200k); a trial stops when the mean
-return of its last 100 episodes reaches 475 ("solved") or at 200k env steps. All CPUs of the
-machine, every system with its defaults otherwise.
+The work, the same for every system (issues 9 and 19):
 
-* tuner: ``tune.run("PPO", ...)`` with ``ASHAScheduler``; engine start (Ray) included.
-* Optuna + Stable-Baselines3: seeded TPE and a successive-halving pruner (the same rungs), SB3 PPO
-  with the same hyperparameters (8 envs, n_steps = train_batch_size / 8), one worker process per
-  CPU sharing one SQLite storage; the same solve rule (SB3's 100-episode buffer).
-* Ray Tune + RLlib: ``Tuner("PPO")`` with ASHA on the same space, RLlib's defaults otherwise
-  (but 0 env runners below 3 CPUs: its default of 2 never fits a 2-CPU machine).
+* The trials. ``--search shared`` (the default): 16 configs drawn once from ``--seed`` with numpy,
+  outside every system (lr log-uniform in [1e-4, 3e-3], gamma 0.98/0.99/0.995, entropy
+  coefficient 0/0.01, train batch 1024/2048/4096, epochs 4/10, minibatch 64/256) and a distinct
+  PPO seed per trial; every system runs this list, in this order, each trial on its seed
+  (benchmarks/peers/race.py). ``--search own``: each system samples the same space with its own
+  searcher instead (ours: Optuna's TPE through ``tuner.search.OptunaSearch(seed)``, PPO seeds
+  drawn by each trial; Optuna: a TPE per worker process, seeded ``seed + worker``, the trial
+  number as PPO seed; Ray Tune: its random search seeded ``seed``, every trial on RLlib seed
+  ``seed``); the systems then run different trials, and the table labels the searchers.
+* The PPO (benchmarks/peers/common.py): GAE lambda 0.95, clip 0.2, no KL term, value loss 0.5 x
+  the mean squared error without a value clip, global gradient norm 0.5, the trial's gamma and
+  entropy coefficient, separate 64x64 tanh policy and value nets, Adam; 16 CartPole envs per trial,
+  stepped as one vector env in the learner's process (train batch / 16 steps of each per update).
+* Stopping: a trial ends after the first iteration (a rollout, then its update) whose 100-episode
+  mean return (the trial's last 100 episodes) is >= 475, "solved", or at the first at or past ``--max-steps``
+  env steps; ASHA on env steps with the same rungs everywhere (grace period 20k, reduction factor
+  3, max_t 200k).
+* CPUs: one per trial, as many trials at once as the machine has CPUs, one torch thread per learner.
+* Warm-up: every system's engine start is counted. Each time runs from before the engine starts
+  (``ray.init(num_cpus=CPUs, include_dashboard=False)`` for both Ray systems, through
+  ``benchmarks.peers.common.ray_init``; creating the study and spawning its worker processes for
+  Optuna) to the sweep's end; Ray's shutdown is outside it.
 
-For each it prints seconds to the first solved trial (from the call, engine start included), the
-sweep's seconds, trials solved, total env steps, and our ratios; then our sweep's time profile
-(where the wall time went, summed over trials; also ``tuner show NAME --profile``). A peer that is
-not installed is skipped with a line saying how to install it (``pip install -e '.[bench]'``).
+The systems:
 
-    python benchmarks/sweep_race.py                       # all three, about 5 minutes
+* tuner (ours): ``tune.run("PPO", ...)`` with ``ASHAScheduler``, ``num_workers=0`` (sampling in
+  the trial's process), ``num_envs_per_worker=16``; shared mode: a grid over the list's PPO seeds,
+  each other key read from its trial (``race.shared_domains``). Our value loss is
+  ``vf_loss_coeff x 0.5 x`` the squared error, so ``vf_loss_coeff=1.0`` is the objective above.
+* Optuna + Stable-Baselines3 (benchmarks/peers/race_optuna_sb3.py): one worker process per CPU on
+  one SQLite study, a successive-halving pruner on the same rungs; shared mode: the study enqueues
+  the list. SB3's PPO on a ``DummyVecEnv`` of 16 envs; the stop takes effect before the next
+  rollout, as ours takes effect before the next iteration.
+* Ray Tune + RLlib (benchmarks/peers/race_raytune_rllib.py): ``Tuner("PPO")`` with Ray Tune's
+  ASHA, RLlib's new API stack, 0 env runners (16 envs sampled in the algorithm's process) and the
+  learner there (1 CPU per trial); shared mode: the same grid as ours. Its stop and ASHA read the
+  last-100-episode mean computed from its episodes, not RLlib's smoothed return.
+
+Left unequal, as each library implements PPO: SB3 normalises advantages per minibatch, ours and
+RLlib over the train batch; ours' batch holds slightly fewer transitions than the batch size (an
+env's reset takes a slot of its fragment), SB3's and RLlib's about that many, so a trial that runs
+to ``--max-steps`` may take one iteration more in ours; Optuna's pruner promotes by its own rule
+on the same rungs; and which trial reaches a rung first, which ASHA's cuts depend on, follows
+each system's speed.
+
+For each system it prints seconds to the first solved trial (from the start, engine start
+included), the sweep's seconds, trials solved, total env steps, and our ratios; then our sweep's
+time profile (where the wall time went, summed over trials; also ``tuner show NAME --profile``).
+``--repeat N`` runs everything N times, each repeat starting with the next system in turn (so a
+drift in the shared machine's load does not always fall on the same one), and prints per system
+the median and [min-max] of every column. A peer that is not installed is skipped with a line
+saying how to install it (``pip install -e '.[bench]'``).
+
+    python benchmarks/sweep_race.py --repeat 3            # all three, shared list (README)
+    python benchmarks/sweep_race.py --search own          # each system with its own searcher
     python benchmarks/sweep_race.py --systems tuner,optuna --guard
     python benchmarks/sweep_race.py --trials 2 --max-steps 4000 --grace 2000 --systems tuner   # tiny
 
 ``--guard`` is the speed regression guard: exit status 1 unless our sweep takes at most a third of
 the best peer's sweep time (the best peer: the fastest sweep) and at most two thirds of its time to
-the first solve, solving at least as many trials as it.
+the first solve, solving at least as many trials as it (with ``--repeat``: on the medians).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import importlib
 import importlib.util
 import logging
 import math
-import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# Ray's workers import this tree's packages too (RLlib's callbacks live in benchmarks.peers).
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
-TARGET = 475.0
-LR = (1e-4, 3e-3)
-GAMMA = [0.98, 0.99, 0.995]
-ENTROPY = [0.0, 0.01]
-BATCH = [1024, 2048, 4096]
-EPOCHS = [4, 10]
-MINIBATCH = [64, 256]
-SB3_ENVS = 8
+from benchmarks.peers.common import CLIP, GAE_LAMBDA, HIDDEN, MAX_GRAD_NORM, VF_COEF, ray_init, spread  # noqa: E402
+from benchmarks.peers.race import (BATCHES, ENTROPIES, ENVS, EPOCHS, GAMMAS, LR, MINIBATCHES, TARGET,  # noqa: E402
+                                   Budget, Outcome, draw_trials, shared_domains)
 
-
-@dataclasses.dataclass
-class Budget:
-    trials: int = 16
-    max_steps: int = 200_000
-    grace: int = 20_000
-    reduction_factor: int = 3
-    seed: int = 0
-
-
-@dataclasses.dataclass
-class Outcome:
-    system: str
-    first_solve_s: float | None
-    sweep_s: float
-    solved: int
-    trials: int
-    env_steps: int
-    note: str = ""
+SYSTEMS = ("tuner", "optuna", "rllib")
+#: peer -> (label, the packages it needs, the module that runs it)
+PEERS = {"optuna": ("Optuna + SB3", ("stable_baselines3", "optuna"), "benchmarks.peers.race_optuna_sb3"),
+         "rllib": ("Ray Tune + RLlib", ("ray.rllib", "ray.tune"), "benchmarks.peers.race_raytune_rllib")}
 
 
 # -- ours ------------------------------------------------------------------------------------------
-def run_tuner(budget: Budget, storage: str, search: str = "tpe") -> tuple[Outcome, Any]:
+def ours_config(trials: list[dict[str, Any]] | None, tune: Any) -> dict[str, Any]:
+    """``tune.run``'s config: the race's PPO, and the shared list's grid or the space (own mode)."""
+    if trials is not None:
+        searched = shared_domains(trials, tune)
+    else:
+        searched = {"lr": tune.loguniform(*LR), "gamma": tune.choice(list(GAMMAS)),
+                    "entropy_coeff": tune.choice(list(ENTROPIES)), "train_batch_size": tune.choice(list(BATCHES)),
+                    "num_epochs": tune.choice(list(EPOCHS)), "minibatch_size": tune.choice(list(MINIBATCHES))}
+    return {
+        "env": "CartPole-v1", "num_workers": 0, "num_envs_per_worker": ENVS, "num_cpus_for_learner": 1,
+        "lambda": GAE_LAMBDA, "clip_param": CLIP,
+        # SB3's and RLlib's value loss is vf_coef * mean((v - R)^2), ours (CleanRL's)
+        # vf_loss_coeff * 0.5 * mean((v - R)^2): twice the coefficient is the same objective.
+        "vf_loss_coeff": 2 * VF_COEF, "vf_clip_param": None, "max_grad_norm": MAX_GRAD_NORM,
+        "hidden_sizes": list(HIDDEN), "activation": "tanh",
+        **searched,
+    }
+
+
+def run_tuner(budget: Budget, storage: str, trials: list[dict[str, Any]] | None) -> tuple[Outcome, Any]:
+    """Our sweep, from ``ray.init`` to ``tune.run``'s return (Ray's shutdown outside)."""
+    import ray
     from schedulers import ASHAScheduler
     from tuner import tune
     from tuner.search import OptunaSearch
-
-    # "tpe": Optuna's TPE sampler seeded with the sweep's seed, through our OptunaSearch: the
-    # sampler the Optuna + SB3 peer uses, so the race compares engines and learners, not samplers.
-    # "random": tune.run's default random search.
-    search_alg = OptunaSearch(seed=budget.seed) if search == "tpe" else None
 
     first: list[float] = []
     start = time.perf_counter()
@@ -95,20 +131,13 @@ def run_tuner(budget: Budget, storage: str, search: str = "tpe") -> tuple[Outcom
             if not first and (result.get("episode_return_mean") or -math.inf) >= TARGET:
                 first.append(time.perf_counter() - start)
 
+    ray_init(budget.cpus)
     analysis = tune.run(
         "PPO",
-        config={
-            "env": "CartPole-v1",
-            "lr": tune.loguniform(*LR),
-            "gamma": tune.choice(GAMMA),
-            "entropy_coeff": tune.choice(ENTROPY),
-            "train_batch_size": tune.choice(BATCH),
-            "num_epochs": tune.choice(EPOCHS),
-            "minibatch_size": tune.choice(MINIBATCH),
-        },
-        num_samples=budget.trials,
+        config=ours_config(trials, tune),
+        num_samples=1 if trials is not None else budget.trials,
         seed=budget.seed,
-        search_alg=search_alg,
+        search_alg=None if trials is not None else OptunaSearch(seed=budget.seed),
         metric="episode_return_mean",
         mode="max",
         scheduler=ASHAScheduler(time_attr="env_steps_total", grace_period=budget.grace,
@@ -123,194 +152,64 @@ def run_tuner(budget: Budget, storage: str, search: str = "tpe") -> tuple[Outcom
     frame = analysis.results_df
     best = frame.groupby("trial_id")["episode_return_mean"].max()
     steps = frame.groupby("trial_id")["env_steps_total"].max()
-    outcome = Outcome(f"tuner (ours, {search})", first[0] if first else None, elapsed, int((best >= TARGET).sum()),
-                      budget.trials, int(steps.sum()))
+    ray.shutdown()
+    outcome = Outcome("tuner (ours)" if trials is not None else "tuner (ours, TPE)", first[0] if first else None,
+                      elapsed, int((best >= TARGET).sum()), len(analysis.trials), int(steps.sum()))
     return outcome, analysis
 
 
-# -- Optuna + Stable-Baselines3 -------------------------------------------------------------------
-def _optuna_worker(storage_url: str, study_name: str, budget: Budget, seed: int) -> None:
-    """One worker process: the shared study, with TPE seeded per worker (as Optuna's guide does
-    for distributed optimisation) and the same pruner."""
-    import optuna
-    import torch
-    from stable_baselines3 import PPO as SB3PPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore")
-
-    class Report(BaseCallback):
-        def __init__(self, trial: optuna.Trial) -> None:
-            super().__init__()
-            self.trial = trial
-            self.pruned = False
-            self.best = -math.inf
-
-        def _on_step(self) -> bool:
-            return True
-
-        def _on_rollout_end(self) -> None:
-            buffer = self.model.ep_info_buffer  # the last 100 episodes
-            if not buffer:
-                return
-            value = float(sum(e["r"] for e in buffer) / len(buffer))
-            self.best = max(self.best, value)
-            self.trial.report(value, self.num_timesteps)
-            if value >= TARGET:
-                self.trial.set_user_attr("solved_at", time.time())
-                self.model._stop = True
-            elif self.trial.should_prune():
-                self.pruned = True
-                self.model._stop = True
-
-    class StopWhenAsked(BaseCallback):
-        def _on_step(self) -> bool:
-            return not getattr(self.model, "_stop", False)
-
-    def objective(trial: optuna.Trial) -> float:
-        params = {
-            "learning_rate": trial.suggest_float("lr", *LR, log=True),
-            "gamma": trial.suggest_categorical("gamma", GAMMA),
-            "ent_coef": trial.suggest_categorical("entropy_coeff", ENTROPY),
-            "n_steps": trial.suggest_categorical("train_batch_size", BATCH) // SB3_ENVS,
-            "n_epochs": trial.suggest_categorical("num_epochs", EPOCHS),
-            "batch_size": trial.suggest_categorical("minibatch_size", MINIBATCH),
-        }
-        env = make_vec_env("CartPole-v1", n_envs=SB3_ENVS, seed=trial.number)
-        model = SB3PPO("MlpPolicy", env, seed=trial.number, device="cpu", verbose=0, **params)
-        report = Report(trial)
-        model.learn(total_timesteps=budget.max_steps, callback=[report, StopWhenAsked()])
-        trial.set_user_attr("env_steps", int(model.num_timesteps))
-        if report.pruned:
-            raise optuna.TrialPruned()
-        return report.best
-
-    study = optuna.load_study(
-        study_name=study_name, storage=storage_url, sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=budget.grace,
-                                                      reduction_factor=budget.reduction_factor),
-    )
-    # states=None counts running trials too: the workers together run exactly budget.trials.
-    study.optimize(objective, callbacks=[optuna.study.MaxTrialsCallback(budget.trials, states=None)])
-
-
-def run_optuna_sb3(budget: Budget, storage: str, workers: int) -> Outcome:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    start = time.perf_counter()
-    wall_start = time.time()
-    url = f"sqlite:///{storage}/optuna_race.db"
-    name = f"race_{time.time_ns()}"
-    optuna.create_study(
-        study_name=name, storage=url, direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=budget.seed),
-        pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=budget.grace,
-                                                      reduction_factor=budget.reduction_factor),
-    )
-    context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_optuna_worker, args=(url, name, budget, budget.seed + i))
-             for i in range(workers)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    elapsed = time.perf_counter() - start
-    study = optuna.load_study(study_name=name, storage=url)
-    trials = study.get_trials(deepcopy=False)
-    solved_at = [t.user_attrs["solved_at"] for t in trials if "solved_at" in t.user_attrs]
-    steps = sum(int(t.user_attrs.get("env_steps", 0)) for t in trials)
-    first = min(solved_at) - wall_start if solved_at else None
-    bad = [p.exitcode for p in procs if p.exitcode]
-    return Outcome("Optuna + SB3", first, elapsed, len(solved_at), len(trials), steps,
-                   note=f"worker exit codes {bad}" if bad else "")
-
-
-# -- Ray Tune + RLlib ------------------------------------------------------------------------------
-def run_raytune_rllib(budget: Budget, storage: str) -> Outcome:
-    import ray
-    from ray import tune as rtune
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.tune.schedulers import ASHAScheduler as RayASHA
-
-    metric = "env_runners/episode_return_mean"
-    steps_key = "num_env_steps_sampled_lifetime"
-    first: list[float] = []
-    start = time.perf_counter()
-
-    class FirstSolve(rtune.Callback):
-        def on_trial_result(self, iteration, trials, trial, result, **info):
-            value = result.get("env_runners", {}).get("episode_return_mean")
-            if not first and value is not None and value >= TARGET:
-                first.append(time.perf_counter() - start)
-
-    config = (
-        PPOConfig()
-        .environment("CartPole-v1")
-        .training(
-            lr=rtune.loguniform(*LR),
-            gamma=rtune.choice(GAMMA),
-            entropy_coeff=rtune.choice(ENTROPY),
-            train_batch_size_per_learner=rtune.choice(BATCH),
-            num_epochs=rtune.choice(EPOCHS),
-            minibatch_size=rtune.choice(MINIBATCH),
-        )
-        # RLlib's default (2 env runners of 1 CPU each, plus the learner) asks 3 CPUs per trial and
-        # never starts on a 2-CPU machine; sampling in the learner's process (0 env runners) is
-        # the setting that runs here, as our own default (num_workers=0).
-        .env_runners(num_env_runners=0 if (os.cpu_count() or 1) < 3 else 2)
-        .debugging(seed=budget.seed)
-    )
-    from ray.tune.search.basic_variant import BasicVariantGenerator
-
-    tuner = rtune.Tuner(
-        "PPO",
-        param_space=config,
-        tune_config=rtune.TuneConfig(
-            num_samples=budget.trials,
-            search_alg=BasicVariantGenerator(random_state=budget.seed),
-            scheduler=RayASHA(time_attr=steps_key, metric=metric, mode="max", grace_period=budget.grace,
-                              reduction_factor=budget.reduction_factor, max_t=budget.max_steps),
-        ),
-        run_config=rtune.RunConfig(
-            name=f"race_rllib_{time.time_ns()}", storage_path=storage, verbose=0, callbacks=[FirstSolve()],
-            stop={metric: TARGET, steps_key: budget.max_steps},
-        ),
-    )
-    grid = tuner.fit()
-    elapsed = time.perf_counter() - start
-    solved = steps = 0
-    for result in grid:
-        frame = result.metrics_dataframe
-        if frame is None or frame.empty:
-            continue
-        if metric in frame and (frame[metric] >= TARGET).any():
-            solved += 1
-        if steps_key in frame:
-            steps += int(frame[steps_key].max())
-    ray.shutdown()
-    return Outcome("Ray Tune + RLlib", first[0] if first else None, elapsed, solved, len(grid), steps)
-
-
-# -- the table -------------------------------------------------------------------------------------
+# -- the tables ------------------------------------------------------------------------------------
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _ratios(ours: Outcome, o: Outcome) -> tuple[float, float | None]:
+    """ours / the system's: sweep time, time to the first solve (None where either never solved)."""
+    first = ours.first_solve_s / o.first_solve_s if ours.first_solve_s is not None and o.first_solve_s else None
+    return ours.sweep_s / o.sweep_s, first
+
+
 def print_table(outcomes: list[Outcome], out=sys.stdout) -> None:
     ours = outcomes[0]
-    print(f"\n{'system':22} {'first solve s':>13} {'sweep s':>8} {'solved':>7} {'env steps':>10} "
+    print(f"\n{'system':26} {'first solve s':>13} {'sweep s':>8} {'solved':>7} {'env steps':>10} "
           f"{'ours/sweep':>10} {'ours/first':>10}", file=out)
     for o in outcomes:
-        sweep_ratio = ours.sweep_s / o.sweep_s
-        first_ratio = (ours.first_solve_s / o.first_solve_s
-                       if ours.first_solve_s is not None and o.first_solve_s else None)
-        print(f"{o.system:22} {_fmt(o.first_solve_s):>13} {o.sweep_s:8.1f} {o.solved:3d}/{o.trials:<3d} "
+        sweep_ratio, first_ratio = _ratios(ours, o)
+        print(f"{o.system:26} {_fmt(o.first_solve_s):>13} {o.sweep_s:8.1f} {o.solved:3d}/{o.trials:<3d} "
               f"{o.env_steps:10d} {sweep_ratio:10.2f} {_fmt(first_ratio, 2):>10}"
               + (f"  ({o.note})" if o.note else ""), file=out)
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def print_medians(runs: list[list[Outcome]], out=sys.stdout) -> None:
+    """Per system, the median [min-max] over the runs of every column (a run where it never
+    solved has no first-solve value)."""
+    print(f"\nmedians of {len(runs)} runs [min-max]", file=out)
+    print(f"{'system':26} {'first solve s':>20} {'sweep s':>20} {'solved':>12} {'env steps':>26} "
+          f"{'ours/sweep':>18} {'ours/first':>18}", file=out)
+    for system in dict.fromkeys(o.system for run in runs for o in run):
+        mine = [(run[0], o) for run in runs for o in run if o.system == system]
+        ratios = [_ratios(ours, o) for ours, o in mine]
+        print(f"{system:26} {spread([_nan(o.first_solve_s) for _, o in mine], '.1f'):>20} "
+              f"{spread([o.sweep_s for _, o in mine], '.1f'):>20} {spread([o.solved for _, o in mine], 'g'):>12} "
+              f"{spread([o.env_steps for _, o in mine], '.0f'):>26} {spread([r for r, _ in ratios], '.2f'):>18} "
+              f"{spread([_nan(f) for _, f in ratios], '.2f'):>18}", file=out)
+
+
+def median_outcomes(runs: list[list[Outcome]]) -> list[Outcome]:
+    """One outcome per system, each column its median over the runs; a run where the system never
+    solved counts as never solving (the median may then be None)."""
+    medians = []
+    for system in dict.fromkeys(o.system for run in runs for o in run):
+        mine = [o for run in runs for o in run if o.system == system]
+        first = statistics.median(math.inf if o.first_solve_s is None else o.first_solve_s for o in mine)
+        medians.append(Outcome(system, None if math.isinf(first) else first, statistics.median(o.sweep_s for o in mine),
+                               int(statistics.median(o.solved for o in mine)), mine[0].trials,
+                               int(statistics.median(o.env_steps for o in mine))))
+    return medians
 
 
 def guard(outcomes: list[Outcome]) -> list[str]:
@@ -333,63 +232,6 @@ def guard(outcomes: list[Outcome]) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--systems", default="tuner,optuna,rllib",
-                        help="comma-separated, from tuner, optuna, rllib (default: all three; tuner always runs)")
-    parser.add_argument("--trials", type=int, default=16)
-    parser.add_argument("--max-steps", type=int, default=200_000)
-    parser.add_argument("--grace", type=int, default=20_000)
-    parser.add_argument("--storage", default=None, help="where the sweeps are stored (default: a temporary folder)")
-    parser.add_argument("--search", default="tpe", choices=["tpe", "random"],
-                        help="our searcher: tpe (Optuna's TPE through OptunaSearch, the peer's sampler; "
-                             "default) or random (tune.run's default)")
-    parser.add_argument("--guard", action="store_true", help="exit 1 unless ours meets the bar against the best peer")
-    args = parser.parse_args(argv)
-    systems = {s.strip() for s in args.systems.split(",") if s.strip()}
-    unknown = systems - {"tuner", "optuna", "rllib"}
-    if unknown:
-        parser.error(f"--systems: unknown {sorted(unknown)} (allowed: tuner, optuna, rllib)")
-    budget = Budget(trials=args.trials, max_steps=args.max_steps, grace=args.grace)
-    storage = args.storage or tempfile.mkdtemp(prefix="sweep_race_")
-    warnings.filterwarnings("ignore")
-    logging.getLogger("ray").setLevel(logging.ERROR)
-    cpus = os.cpu_count() or 1
-    print(f"sweep race: {budget.trials} trials, ASHA on env steps (grace {budget.grace}, rf "
-          f"{budget.reduction_factor}, max {budget.max_steps}), solved = 100-episode mean >= {TARGET:.0f}; "
-          f"{cpus} CPUs", flush=True)
-
-    outcomes: list[Outcome] = []
-    print("running tuner ...", file=sys.stderr, flush=True)
-    ours, analysis = run_tuner(budget, storage, args.search)
-    outcomes.append(ours)
-    import ray
-
-    ray.shutdown()  # each system starts its own engine, inside its measured time
-
-    peers: list[tuple[str, str, str, Callable[[], Outcome]]] = [
-        ("optuna", "stable_baselines3", "Optuna + SB3", lambda: run_optuna_sb3(budget, storage, cpus)),
-        ("rllib", "ray.rllib", "Ray Tune + RLlib", lambda: run_raytune_rllib(budget, storage)),
-    ]
-    for key, module, label, fn in peers:
-        if key not in systems:
-            continue
-        if not _importable(module):
-            print(f"{label}: skipped, {module} is not installed (pip install -e '.[bench]')")
-            continue
-        print(f"running {label} ...", file=sys.stderr, flush=True)
-        outcomes.append(fn())
-    print_table(outcomes)
-    print_profile(analysis)
-    if args.guard:
-        problems = guard(outcomes)
-        if problems:
-            print("guard FAILED: " + "; ".join(problems))
-            return 1
-        print("guard passed")
-    return 0
-
-
 def print_profile(analysis: Any) -> None:
     from tuner.profile import format_profile
 
@@ -399,11 +241,95 @@ def print_profile(analysis: Any) -> None:
         print(format_profile(profile))
 
 
+# -- the run ---------------------------------------------------------------------------------------
 def _importable(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
+
+
+def run_once(budget: Budget, systems: list[str], storage: str, trials: list[dict[str, Any]] | None,
+             rotate: int = 0) -> tuple[list[Outcome], Any]:
+    """Every chosen system once, starting with the ``rotate``-th; returns the outcomes in table
+    order (ours first) and our analysis."""
+    shift = rotate % len(systems)
+    outcomes, analysis = {}, None
+    for key in systems[shift:] + systems[:shift]:
+        if key != "tuner":
+            label, packages, module = PEERS[key]
+            missing = [m for m in packages if not _importable(m)]
+            if missing:
+                print(f"{label}: skipped, {', '.join(missing)} not installed (pip install -e '.[bench]')")
+                continue
+        load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
+        print(f"running {key} (1-minute load average {load:.1f}) ...", file=sys.stderr, flush=True)
+        if key == "tuner":
+            outcome, analysis = run_tuner(budget, storage, trials)
+        else:
+            outcome = importlib.import_module(module).run(budget, storage, trials)
+        outcome.note = "; ".join(n for n in (f"load {load:.1f} at start", outcome.note) if n)
+        outcomes[key] = outcome
+    return [outcomes[k] for k in systems if k in outcomes], analysis
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", default=",".join(SYSTEMS),
+                        help="comma-separated, from tuner, optuna, rllib (default: all three; tuner always runs)")
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--max-steps", type=int, default=200_000)
+    parser.add_argument("--grace", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="draws the shared list; seeds the searchers of --search own (default 0)")
+    parser.add_argument("--search", default="shared", choices=["shared", "own"],
+                        help="shared: every system runs the same list of configs and PPO seeds (default); "
+                             "own: each system samples with its own searcher (ours TPE, Optuna TPE, Ray Tune random)")
+    parser.add_argument("--repeat", type=int, default=1, help="run everything N times, print medians (default 1)")
+    parser.add_argument("--storage", default=None, help="where the sweeps are stored (default: a temporary folder)")
+    parser.add_argument("--guard", action="store_true", help="exit 1 unless ours meets the bar against the best peer")
+    args = parser.parse_args(argv)
+    chosen = {s.strip() for s in args.systems.split(",") if s.strip()}
+    unknown = chosen - set(SYSTEMS)
+    if unknown:
+        parser.error(f"--systems: unknown {sorted(unknown)} (allowed: tuner, optuna, rllib)")
+    if args.repeat < 1:
+        parser.error(f"--repeat: must be >= 1, got {args.repeat}")
+    systems = [s for s in SYSTEMS if s in chosen | {"tuner"}]
+    budget = Budget(trials=args.trials, max_steps=args.max_steps, grace=args.grace, seed=args.seed,
+                    cpus=os.cpu_count() or 1)
+    trials = draw_trials(budget.trials, budget.seed) if args.search == "shared" else None
+    storage = args.storage or tempfile.mkdtemp(prefix="sweep_race_")
+    warnings.filterwarnings("ignore")
+    logging.getLogger("ray").setLevel(logging.ERROR)
+    print(f"sweep race: {budget.trials} trials, ASHA on env steps (grace {budget.grace}, rf "
+          f"{budget.reduction_factor}, max {budget.max_steps}), solved = 100-episode mean >= {TARGET:.0f}; "
+          f"{budget.cpus} CPUs, one per trial", flush=True)
+    if trials is not None:
+        print(f"search: shared, every system runs these {len(trials)} trials in this order "
+              f"(drawn from seed {budget.seed}):")
+        for t in trials:
+            print("  " + ", ".join(f"{k} {v:.3g}" if k == "lr" else f"{k} {v}" for k, v in t.items()))
+    else:
+        print(f"search: own, each system samples with its own searcher (seed {budget.seed}): the trials differ")
+
+    runs = []
+    for index in range(args.repeat):
+        if args.repeat > 1:
+            print(f"\n-- run {index + 1} of {args.repeat}", flush=True)
+        outcomes, analysis = run_once(budget, systems, storage, trials, rotate=index)
+        print_table(outcomes)
+        print_profile(analysis)
+        runs.append(outcomes)
+    if args.repeat > 1:
+        print_medians(runs)
+    if args.guard:
+        problems = guard(median_outcomes(runs))
+        if problems:
+            print("guard FAILED: " + "; ".join(problems))
+            return 1
+        print("guard passed")
+    return 0
 
 
 if __name__ == "__main__":

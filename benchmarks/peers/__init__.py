@@ -1,2 +1,2 @@
-"""The peers of ``benchmarks/slow_sim.py`` (Optuna + SB3, Ray Tune + RLlib) and what the three
-systems share: the workload, a light factory of the slow simulator, and the outcome of one sweep."""
+"""The peers of ``benchmarks/slow_sim.py`` and ``benchmarks/sweep_race.py`` (Optuna + SB3, Ray Tune +
+RLlib) and what the systems share: the PPO objective, the workloads, the outcome of one sweep."""

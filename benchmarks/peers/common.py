@@ -1,4 +1,5 @@
-"""What every system of ``benchmarks/slow_sim.py`` shares: the workload, the simulator, the outcome.
+"""What every system of ``benchmarks/slow_sim.py`` shares: the workload, the simulator, the outcome;
+and what ``benchmarks/sweep_race.py`` takes from it too: the PPO objective, ``ray_init``, ``spread``.
 
 This module is imported by the simulator's own processes (SB3's SubprocVecEnv workers, RLlib's
 env runners), so it imports nothing heavy at module level.
@@ -18,7 +19,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The PPO objective and network every system runs (the trial configs add lr and seed).
+#: The PPO objective and network every system runs (slow_sim's trials add lr and seed; the race's
+#: trials set gamma and the entropy coefficient too, see race.py).
 GAMMA = 0.99
 GAE_LAMBDA = 0.95
 CLIP = 0.2
@@ -157,3 +159,15 @@ def make_slow_cartpole(**env_config: Any) -> Any:
     from gymnasium.wrappers import TimeLimit
 
     return TimeLimit(_slow_cartpole_class()(**env_config), max_episode_steps=MAX_EPISODE_STEPS)
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """The median of ``values`` with their [min-max] (NaNs left out), as the benchmarks' tables print repeats."""
+    import statistics
+
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return format(values[0], fmt)
+    return f"{format(statistics.median(values), fmt)} [{format(min(values), fmt)}-{format(max(values), fmt)}]"

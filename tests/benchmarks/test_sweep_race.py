@@ -82,7 +82,8 @@ def test_an_sb3_trial_stops_at_the_end_of_the_update_that_asked_it():
     from benchmarks.peers.race import Budget, draw_trials
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=1e9))  # prunes at once
+    # a pruner that prunes at the first report: the trial's first rollout
+    study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=1e9))
     race_optuna_sb3.enqueue(study, [dict(draw_trials(1, seed=0)[0], train_batch_size=1024, num_epochs=4)])
     study.optimize(lambda trial: race_optuna_sb3._objective(trial, Budget(max_steps=8192), shared=True), n_trials=1)
     trial = study.trials[0]
