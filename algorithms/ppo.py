@@ -23,10 +23,8 @@ Keys and meanings follow RLlib's PPO (``lr``, ``gamma``, ``lambda``, ``clip_para
 PPO ones: gamma 0.99, lambda 0.95, clip 0.2, value loss coefficient 0.5, no entropy bonus, no
 value clipping, separate 64x64 tanh policy and value networks, Adam, gradient norm 0.5,
 advantages normalised over the train batch (as RLlib). The batch shape and the learning rate
-are chosen for speed on small problems, measured on the 2-core development machine (shared
-with other jobs, so wall times moved by up to 2x between runs; env steps and update counts do
-not). "Solved" is benchmarks/ppo_cartpole.py's rule: the mean return of the last 100 episodes
-reaches 475 on CartPole-v1 within 100k env steps.
+are chosen for speed on small problems. "Solved" is benchmarks/ppo_cartpole.py's rule: the mean
+return of the last 100 episodes reaches 475 on CartPole-v1 within 100k env steps.
 
 * ``num_envs_per_worker=16, train_batch_size=2048`` (128 steps of each env per iteration),
   ``minibatch_size=512, num_epochs=10, lr=2.5e-3``: 20 of 20 seeds solved, at 63k-71k env steps,
@@ -34,30 +32,26 @@ reaches 475 on CartPole-v1 within 100k env steps.
   (66k-102k); ``train_batch_size=4096``: 10/10 but 69k-85k; ``lr=3e-3``: 10/10 (61k-69k);
   ``train_batch_size=1024, lr=2e-3``: 6/10. rl-zoo's shape (8 envs x 32 steps, one minibatch
   of 256, 20 epochs) needs about six times as many SGD updates per env step.
-* Learning is about 80 % of a CartPole run (one thread: two measured no faster for a network
-  this small; the learner's torch threads are ``int(num_cpus_for_learner)``). For a network
-  this small the number of calls is the cost, so for Categorical tanh policies each minibatch
-  update runs in numpy with the loss's gradient derived by hand (``algorithms/ppo_numpy.py``,
-  tested equal to autograd) and a numpy Adam step on ``FlatAdam``'s flat buffer: per update,
-  with 64-row minibatches, about 0.27 ms against 0.7-0.9 ms for the same gradient in torch and
-  1.3 ms for autograd; ~1.7 s of learning and ~0.5 s of sampling to solve CartPole. That is
-  ``learner="numpy"``, chosen by ``learner="auto"`` where it applies; everything else (Box and
-  MultiDiscrete actions, other activations, shared layers, a model of one's own, a GPU, other
-  optimisers) learns with ``learner="torch"``: autograd and ``torch.optim``
-  (benchmarks/ppo_cartpole.py prints both).
-* ``num_workers=0``: sample in the learner's process, like RLlib's local env runner. Wall time
-  to solve CartPole, seeds 0-2, the actors' start included: ``num_workers=0`` 5.1-8.0 s;
-  ``num_workers=1`` 7.4-9.2 s (~2 s to start the actor; synchronous sampling in another
-  process does not overlap learning); ``num_workers=2`` 11.5-13.5 s; asynchronous
-  sampling with requests (``max_requests_in_flight_per_worker=1``) with 1 or 2 workers 9.5-11.7 s
-  and 85k-106k env steps (a fragment sampled with the previous iteration's weights teaches less;
-  ``sample_async=True`` now streams, and only the steps sampled while new weights travel are
-  behind: see ``WorkerGroup.stream``). On two cores a learner and its rollout actors compete for
-  the same CPUs, and a CartPole fragment is cheaper to sample than to ship; rollout actors pay
-  off with slow environments (benchmarks/lockstep.py) and more cores.
-* Rollout inference runs in numpy on views of the torch parameters (``ActorCritic.act``): per
-  vector step of 16 CartPole envs, torch's calls cost more than the env step itself;
-  benchmarks/sampling.py prints both.
+* Learning is most of a CartPole run, on one thread (the learner's torch threads are
+  ``int(num_cpus_for_learner)``; a second thread does not speed up a network this small). For a
+  network this small the number of calls is the cost, so the built-in separate tanh MLPs with
+  Discrete actions learn in numpy, the loss's gradient derived by hand (``algorithms/ppo_numpy.py``,
+  tested equal to autograd) and Adam stepped on ``FlatAdam``'s flat buffer: ``learner="numpy"``,
+  which ``learner="auto"`` chooses where it applies. Everything else (Box and MultiDiscrete
+  actions, other activations, shared layers, a model of one's own, a GPU, other optimisers)
+  learns with ``learner="torch"``: autograd and ``torch.optim`` over one flat parameter buffer
+  (``algorithms/flat_params.py``). benchmarks/ppo_cartpole.py times both next to SB3.
+* ``num_workers=0``: sample in the learner's process, like RLlib's local env runner. On CartPole
+  a fragment is cheaper to sample than to ship, and on two cores a learner and its rollout
+  actors compete for the same CPUs, so rollout actors do not pay off there; they do with slow
+  or uneven environments (benchmarks/lockstep.py, benchmarks/slow_sim.py) and more cores, where
+  ``num_workers="auto"`` starts them. ``sample_async=True`` streams: each actor steps without
+  pause and only the steps sampled while new weights travel are behind (``WorkerGroup.stream``);
+  request-based asynchronous sampling (``max_requests_in_flight_per_worker``) learns less per
+  env step, as a whole fragment is sampled with the previous iteration's weights.
+* Rollout inference runs in numpy on views of the torch parameters (``ActorCritic.act``): for a
+  vector step of 16 CartPole envs, torch's per-call cost is more than the env step itself
+  (benchmarks/sampling.py prints both).
 """
 
 from __future__ import annotations
