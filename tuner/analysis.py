@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from schedulers.trial_scheduler import validate_mode
+from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
 from tuner.search.variants import flatten_dict
 from tuner.store import Store, default_database_url
@@ -226,26 +227,17 @@ class ExperimentAnalysis:
             raise ValueError(f"scope must be one of {list(SCOPES)}, got {scope!r}")
         trials = self.trials
         histories = self._histories() if scope != "last" else {}
-        best, best_value = None, None
-        skipped: dict[str, float] = {}
-        for trial in trials:
-            value = self._score(trial, histories.get(trial.trial_id, []), metric, mode, scope)
-            if value is None:
-                continue
-            if filter_nan_and_inf and not math.isfinite(value):
-                skipped[trial.trial_id] = value
-                continue
-            if best_value is None or (value > best_value if mode == "max" else value < best_value):
-                best, best_value = trial, value
+        scored = [(t.trial_id, self._score(t, histories.get(t.trial_id, []), metric, mode, scope)) for t in trials]
+        best_id, best_value, skipped = pick_best(scored, mode, filter_nan_and_inf)
+        best = next((t for t in trials if t.trial_id == best_id), None) if best_id is not None else None
         return BestTrial(metric=metric, mode=mode, scope=scope, trial=best, value=best_value, skipped=skipped)
 
     @staticmethod
     def _score(trial: TrialRecord, history: Sequence[dict[str, Any]], metric: str, mode: str,
                scope: str) -> float | None:
         if scope == "last":
-            value = flatten_dict(trial.last_result).get(metric)
-            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        values = [float(v) for r in history if isinstance(v := flatten_dict(r).get(metric), (int, float))]
+            return number_at(trial.last_result, metric)
+        values = [v for r in history if (v := number_at(r, metric)) is not None]
         if not values:
             return None
         if scope == "all":

@@ -31,6 +31,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import StaticPool
 
+from ..best_rule import number_at, pick_best
 from . import codec, migrate, schema
 from .errors import StoreError, error_line
 from .schema import (
@@ -739,24 +740,12 @@ class Store:
     ) -> dict[str, Any] | None:
         """The trial whose last result has the best ``metric`` (``mode`` "max" or "min"), as a row
         of :meth:`trials` with its value added as ``"metric_value"``; None if no trial has a number
-        there.
-
-        The same answer as ``ExperimentAnalysis.get_best_trial(metric, mode, scope="last")``:
-        ``metric`` is a key of the flattened result (``"info/learner/kl"`` finds
-        ``{"info": {"learner": {"kl": ...}}}`` or a literal ``"info/learner/kl"`` key), only ints and
-        floats count (not bools), NaN and infinities are skipped unless ``filter_nan_and_inf`` is
-        False, and ties go to the earliest trial.
+        there. The product's one rule (``tuner.best_rule``), the answer of
+        ``ExperimentAnalysis.get_best_trial(metric, mode, scope="last")``.
 
         For the experiment's own metric (``experiments.metric``) it is an index lookup: the store
-        keeps that metric's value in each last result in ``trials.metric_value``. For any other
-        metric the database reads every last result's JSON (JSON functions of SQLite >= 3.38 and
-        PostgreSQL; one row comes back; about 0.1 s for 10k trials on a small machine), and
-        Python decodes only the results SQL cannot decide: both spellings above in one result
-        (flattening keeps the later one), or a key that spells part of a metric of three or more
-        parts (``{"a": {"b/c": 1}}``). Every last result is decoded in Python (1 s or so for 10k
-        trials) for ``filter_nan_and_inf=False`` (the analysis rule to the letter, NaN included),
-        for a metric containing "NaN", "Infinity", "null", a double quote, a backslash or a
-        control character, and on other databases.
+        keeps that metric's finite value in each last result in ``trials.metric_value``. For any
+        other metric, or with ``filter_nan_and_inf=False``, every last result is decoded here.
 
         It reads ``trials.last_result``, which the controller writes when a trial changes status:
         during a run, a running trial counts with its result at its last status change.
@@ -768,16 +757,12 @@ class Store:
         eid = int(experiment_id)
         self._wait()
         with self._db_lock, self._engine.connect() as conn:
-            best = None
             if filter_nan_and_inf and metric == self._metric_of(conn, eid):
-                best = self._best_by_metric_value(conn, eid, mode)
-            elif filter_nan_and_inf:
-                best = self._best_in_sql(conn, eid, metric, mode)
-            if best is None:  # not done in SQL: read every trial's value, pick here
-                best = _pick_best(self._metric_values(conn, eid, metric), mode, filter_nan_and_inf)
-            if not best:
+                best_id, best_value = self._best_by_metric_value(conn, eid, mode)
+            else:
+                best_id, best_value, _ = pick_best(self._metric_values(conn, eid, metric), mode, filter_nan_and_inf)
+            if best_id is None:
                 return None
-            best_id, best_value = best
             row = conn.execute(sa.select(trials).where(trials.c.trial_id == best_id)).first()
         if row is None:  # pragma: no cover - deleted in between
             return None
@@ -786,7 +771,7 @@ class Store:
         return out
 
     @staticmethod
-    def _best_by_metric_value(conn: Connection, experiment_id: int, mode: str) -> tuple:
+    def _best_by_metric_value(conn: Connection, experiment_id: int, mode: str) -> tuple[str | None, float | None]:
         """The experiment's own metric: trials.metric_value has it, indexed."""
         value = trials.c.metric_value
         row = conn.execute(
@@ -795,135 +780,17 @@ class Store:
             .order_by(value.desc() if mode == "max" else value.asc(), trials.c.trial_index, trials.c.trial_id)
             .limit(1)
         ).first()
-        return () if row is None else (row[0], float(row[1]))
-
-    def _best_in_sql(self, conn: Connection, experiment_id: int, metric: str, mode: str) -> tuple | None:
-        """``(trial_id, value)`` of the best finite ``metric``, ``()`` if there is none, or None
-        where this database (or this metric) needs the slow path."""
-        if any(word in metric for word in _NON_FINITE + ("null",)) or any(
-            c in '"\\' or c < " " for c in metric
-        ):
-            # Non-finite numbers are respelled below, and the text is searched for keys as the
-            # codec writes them: keep such metrics exact the slow way.
-            return None
-        segments = metric.split("/")
-        two = len(segments) > 1
-        d = self._dialect
-        if d == "sqlite" and _SQLITE_JSON_ARROW:
-            find, params = "instr", {"p1": '$."' + metric + '"', "p2": "$." + ".".join(f'"{s}"' for s in segments)}
-
-            def extract(text: str, p: str) -> str:
-                return f"({text}) -> :{p}"
-
-            def is_number(j: str) -> str:
-                return f"coalesce({j} GLOB '[-0-9]*', 0)"
-
-            def number(j: str) -> str:
-                return f"CAST({j} AS REAL)"
-
-            null = "NULL"
-        elif d == "postgresql":
-            find, params = "strpos", {"p1": [metric], "p2": segments}
-
-            def extract(text: str, p: str) -> str:
-                return f"json_extract_path(({text})::json, VARIADIC CAST(:{p} AS text[]))"
-
-            def is_number(j: str) -> str:
-                return f"coalesce(json_typeof({j}) = 'number', false)"
-
-            def number(j: str) -> str:
-                return f"CAST(CAST({j} AS text) AS double precision)"
-
-            null = "CAST(NULL AS double precision)"
-        else:
-            return None
-        if not two:
-            params.pop("p2")
-        # NaN and infinities (JSON has no spelling for them; the codec writes NaN, Infinity) become
-        # null, which does not count, as the analysis skips them: then every row parses as JSON.
-        text = "last_result"
-        for word in ("-Infinity", "Infinity", "NaN"):
-            for before in ("\\:", ",", "["):  # (a colon escaped for sa.text)
-                text = f"replace({text}, '{before}{word}', '{before}null')"
-        text = f"CASE WHEN {find}(last_result, 'NaN') > 0 OR {find}(last_result, 'Infinity') > 0 THEN {text} ELSE last_result END"
-        # Parsing the JSON is most of the cost: only where the key is in the text, as the codec
-        # writes keys ("key":), may a spelling be there.
-        params["q1"] = '"' + metric + '":'
-        cols = f"CASE WHEN {find}(last_result, :q1) > 0 THEN {extract(text, 'p1')} END AS j1"
-        if two:
-            params["q2"] = '"' + segments[-1] + '":'
-            cols += f", CASE WHEN {find}(last_result, :q2) > 0 THEN {extract(text, 'p2')} END AS j2"
-            # SQL reads two spellings of the flattened key: "a/b/c" and a.b.c. Where a result has a
-            # key that is part of another spelling ("a/b", "b/c", quoted as the codec writes keys)
-            # or both of those two (flattening keeps the later one), Python decides. Otherwise
-            # exactly one spelling there decides, and none there means no value.
-            others = [
-                '"' + "/".join(segments[i:j]) + '":'
-                for i in range(len(segments))
-                for j in range(i + 2, len(segments) + 1)
-                if j - i < len(segments)
-            ]
-            for n, other in enumerate(others):
-                params[f"o{n}"] = other
-            other = " OR ".join(f"{find}(last_result, :o{n}) > 0" for n in range(len(others))) or "1 = 0"
-            cols += f", CASE WHEN {other} THEN 1 ELSE 0 END AS o"
-            clean = f"o = 0 AND (({is_number('j1')} AND j2 IS NULL) OR ({is_number('j2')} AND j1 IS NULL))"
-            value = f"CASE WHEN j1 IS NOT NULL THEN {number('j1')} ELSE {number('j2')} END"
-            unclear = f" UNION ALL SELECT i, t, {null}, 1 FROM y WHERE o = 1 OR (j1 IS NOT NULL AND j2 IS NOT NULL)"
-        else:
-            clean, value, unclear = is_number("j1"), number("j1"), ""
-        order = "DESC" if mode == "max" else "ASC"
-        sql = sa.text(
-            f"WITH y AS MATERIALIZED (SELECT trial_index AS i, trial_id AS t, {cols} FROM trials "
-            "WHERE experiment_id = :eid AND last_result IS NOT NULL) "
-            f"SELECT i, t, v, 0 AS unclear FROM (SELECT i, t, {value} AS v FROM y WHERE {clean} "
-            f"ORDER BY v {order}, i, t LIMIT 1) AS best{unclear}"
-        )
-        try:
-            rows = conn.execute(sql, {"eid": experiment_id, **params}).all()
-        except sa.exc.DBAPIError as e:  # JSON it cannot parse (not written by this store), ...
-            logger.debug("tuner store: best_trial in SQL failed (%s); reading every trial", e)
-            conn.rollback()
-            return None
-        candidates = [(float(v), i, t) for i, t, v, u in rows if not u]
-        if candidates and not math.isfinite(candidates[0][0]):
-            return None  # a number too large for a float, say: the slow path skips it exactly
-        index = {t: i for i, t, _v, u in rows if u}
-        if index:
-            for t, v in self._metric_values_python(conn, experiment_id, metric, list(index)):
-                if v is not None and math.isfinite(v):
-                    candidates.append((v, index[t], t))
-        if not candidates:
-            return ()
-        if mode == "max":
-            v, _i, t = min(candidates, key=lambda c: (-c[0], c[1], c[2]))
-        else:
-            v, _i, t = min(candidates)
-        return t, v
-
-    def _metric_values(self, conn: Connection, experiment_id: int, metric: str) -> list[tuple[str, float | None]]:
-        """(trial_id, value of ``metric`` in its last result or None), in trial order: every last
-        result decoded here (the slow path, the analysis rule to the letter)."""
-        return self._metric_values_python(conn, experiment_id, metric, None)
+        return (None, None) if row is None else (row[0], float(row[1]))
 
     @staticmethod
-    def _metric_values_python(
-        conn: Connection, experiment_id: int, metric: str, trial_ids: list[str] | None
-    ) -> list[tuple[str, float | None]]:
+    def _metric_values(conn: Connection, experiment_id: int, metric: str) -> list[tuple[str, float | None]]:
+        """(trial_id, the number at ``metric`` in its last result or None), in trial order."""
         stmt = (
             sa.select(trials.c.trial_id, trials.c.last_result)
             .where(trials.c.experiment_id == experiment_id, trials.c.last_result.is_not(None))
             .order_by(trials.c.trial_index, trials.c.trial_id)
         )
-        chunks = [None] if trial_ids is None else [trial_ids[i : i + 500] for i in range(0, len(trial_ids), 500)]
-        out = []
-        for chunk in chunks:
-            q = stmt if chunk is None else stmt.where(trials.c.trial_id.in_(chunk))
-            for trial_id, text in conn.execute(q):
-                value = _flat_get(codec.decode(text), metric)
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-                out.append((trial_id, float(value) if ok else None))
-        return out
+        return [(trial_id, number_at(codec.decode(text), metric)) for trial_id, text in conn.execute(stmt)]
 
     @_answering
     def results(self, experiment_id: int, trial_id: str | None = None) -> list[dict[str, Any]]:
@@ -1399,57 +1266,16 @@ class Store:
         if new:
             conn.execute(results.insert(), new)
 
-# ``json -> path`` (JSON text of the value at path) came with SQLite 3.38.
-_SQLITE_JSON_ARROW = tuple(int(x) for x in sqlite3.sqlite_version.split(".")[:2]) >= (3, 38)
-
-
-_NON_FINITE = ("NaN", "Infinity")
-
-
-def _pick_best(scored: list[tuple[str, float | None]], mode: str, finite_only: bool) -> tuple | None:
-    """The analysis rule: in trial order, a value replaces the best so far only if strictly better."""
-    best_id, best_value = None, None
-    for trial_id, value in scored:
-        if value is None or (finite_only and not math.isfinite(value)):
-            continue
-        if best_value is None or (value > best_value if mode == "max" else value < best_value):
-            best_id, best_value = trial_id, value
-    return None if best_id is None else (best_id, best_value)
-
-
 def metric_value(last_result: str | None, metric: str) -> float | None:
     """trials.metric_value of a last result (JSON text): the finite number at the flattened key
     ``metric``, as the analysis reads it, else None."""
     if last_result is None:
         return None
     try:
-        v = _flat_get(codec.decode(last_result), metric)
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            return None
-        v = float(v)
-    except (ValueError, OverflowError):
+        v = number_at(codec.decode(last_result), metric)
+    except ValueError:
         return None
-    return v if math.isfinite(v) else None
-
-
-def _flat_get(result: Any, metric: str) -> Any:
-    """``flatten_dict(result).get(metric)`` (keys of nested dicts joined with '/'; the last
-    spelling of a key wins, as when flattening)."""
-    if not isinstance(result, Mapping):
-        return None
-    found: list[Any] = []
-
-    def walk(node: Mapping, prefix: str) -> None:
-        for k, v in node.items():
-            key = f"{prefix}/{k}" if prefix else str(k)
-            if isinstance(v, Mapping) and v:
-                if metric.startswith(key + "/"):
-                    walk(v, key)
-            elif key == metric:
-                found.append(v)
-
-    walk(result, "")
-    return found[-1] if found else None
+    return v if v is not None and math.isfinite(v) else None
 
 
 def _text(v: Any) -> str:

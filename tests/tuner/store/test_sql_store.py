@@ -445,25 +445,9 @@ def test_best_trial_matches_the_analysis_rule(store):
         store.best_trial(eid, "score", "maximum")
 
 
-def test_best_trial_python_fallback_agrees(store, monkeypatch):
-    """Where the database's JSON functions are not used, the answer is the same."""
-    eid = _exp(store)
-    for i in range(5):
-        store.add_trial(eid, f"t{i}", i, {}, "TERMINATED")
-        store.update_trial(f"t{i}", last_result={"m": {"v": (i * 7) % 5}, "nan": float("nan") if i == 2 else 0})
-    sql = store.best_trial(eid, "m/v", "max")
-    monkeypatch.setattr(store, "_dialect", "other")
-    assert store.best_trial(eid, "m/v", "max") == sql
-    assert sql["trial_id"] == "t2"  # (2*7) % 5 == 4
-
-
-def test_best_trial_reads_in_sql(store, monkeypatch):
-    """Rows SQL can decide are not decoded in Python (that is what makes it fast): NaN and
-    infinities included; only a nested metric found in neither spelling is."""
-    from tuner.store.store import _SQLITE_JSON_ARROW
-
-    if store.engine.dialect.name == "sqlite" and not _SQLITE_JSON_ARROW:
-        pytest.skip("SQLite < 3.38: best_trial decodes in Python")
+def test_best_trial_of_any_metric_follows_the_one_rule(store):
+    """The experiment's metric comes from the index, any other from the decoded last results: NaN
+    and infinities left out, both spellings of a nested key, the last spelling winning."""
     eid = _exp(store)
     for i in range(20):
         store.add_trial(eid, f"t{i}", i, {}, "TERMINATED")
@@ -476,26 +460,16 @@ def test_best_trial_reads_in_sql(store, monkeypatch):
     store.add_trial(eid, "t20", 20, {}, "TERMINATED")
     store.update_trial("t20", last_result={"score": 1})
     store.flush()
-    decoded: list = []
-    real = type(store)._metric_values_python
-
-    def spy(conn, experiment_id, metric, trial_ids):
-        decoded.append((metric, trial_ids))
-        return real(conn, experiment_id, metric, trial_ids)
-
-    monkeypatch.setattr(type(store), "_metric_values_python", staticmethod(spy))
     assert store.best_trial(eid, "score", "max")["trial_id"] == "t6"
     assert store.best_trial(eid, "score", "min")["trial_id"] == "t0"
     assert store.best_trial(eid, "info/kl", "max")["trial_id"] == "t18"
+    assert store.best_trial(eid, "info/kl", "max", filter_nan_and_inf=False)["trial_id"] == "t19"
     assert store.best_trial(eid, "flat/key", "max")["trial_id"] == "t0"
-    assert decoded == []
-    # Three parts, spelled neither "a/b/c" nor a.b.c: the row with a key "b/c" goes to Python.
     store.update_trial("t5", last_result={"a": {"b/c": 5}, "score": 5})
     store.update_trial("t6", last_result={"a": {"b": {"c": 4}}, "score": 5})
     store.update_trial("t7", last_result={"a/b/c": 3, "score": 5})
     assert store.best_trial(eid, "a/b/c", "max")["trial_id"] == "t5"
     assert store.best_trial(eid, "a/b/c", "min")["trial_id"] == "t7"
-    assert decoded == [("a/b/c", ["t5"])] * 2
 
 
 def _random_last_results(rng, n: int) -> list[dict]:
