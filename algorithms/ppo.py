@@ -453,10 +453,6 @@ class PPO(DistributedTrainer):
         """The optimiser's state from a checkpoint of either learner; a checkpoint of another
         optimiser (a PBT donor with other keys, say) leaves this one's state fresh."""
         saved = state.get("optimizer")
-        if "adam" in state:  # older checkpoints: FlatAdam's own state_dict
-            saved = {"name": "adam", "state": self._flat_adam_as_torch(state["adam"])}
-        elif saved is not None and "name" not in saved:  # older checkpoints: a torch.optim.Adam state_dict
-            saved = {"name": "adam", "state": saved["state"]}
         name = "adam" if self.learner_name == "numpy" else self.cfg["optimizer"]
         if saved is not None and saved["name"] == name:
             if self.learner_name == "numpy":
@@ -467,11 +463,6 @@ class PPO(DistributedTrainer):
                 self.optimizer.load_state_dict({**current, "state": moments})  # onto the parameters' device
         self.torch_rng.set_state(state["torch_rng"])
         self._apply_lr()  # our config's lr (and schedule) wins over the one saved with the optimiser
-
-    def _flat_adam_as_torch(self, flat_state: dict[str, Any]) -> dict[str, Any]:
-        from algorithms.flat_adam import torch_adam_state
-
-        return torch_adam_state(flat_state, [p.shape for p in self._params])["state"]
 
     def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at

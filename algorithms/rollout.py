@@ -105,7 +105,7 @@ def resolve_env(env: str | EnvCreator) -> str | EnvCreator:
         return creator
     try:
         gym.spec(env)
-    except Exception as exc:  # gymnasium raises NameNotFound, VersionNotFound, ModuleNotFoundError...
+    except Exception as exc:  # noqa: BLE001 - gymnasium raises NameNotFound, VersionNotFound, ModuleNotFoundError...
         raise ValueError(
             f"env: {env!r} is neither a gymnasium id nor registered with algorithms.register_env ({exc})"
         ) from None

@@ -188,7 +188,7 @@ class Simulator:
             self._curves = {tid: list(c) for tid, c in curves.items()}
             configs = configs or {}
             self._to_add = []
-            for tid, curve in self._curves.items():
+            for tid in self._curves:
                 self._to_add.append((tid, dict(configs.get(tid, {"curve": tid}))))
         self._to_add.reverse()  # pop() from the end
 

@@ -7,7 +7,7 @@ Tune ports by changing its imports.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 # Trial statuses (the same strings Ray Tune uses).
 PENDING = "PENDING"
@@ -112,15 +112,6 @@ def validate_mode(mode: str | None, field: str = "mode") -> str | None:
     return mode
 
 
-def validate_positive(value: float, field: str, *, strict: bool = True) -> float:
-    """Return ``value`` if it is a number > 0 (>= 0 when not strict); raise a ValueError naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{field} must be a number, got {value!r}")
-    if (strict and value <= 0) or (not strict and value < 0):
-        raise ValueError(f"{field} must be {'>' if strict else '>='} 0, got {value!r}")
-    return value
-
-
 class TrialScheduler:
     """Base class of every trial scheduler.
 
@@ -140,7 +131,6 @@ class TrialScheduler:
     CONTINUE = "CONTINUE"
     PAUSE = "PAUSE"
     STOP = "STOP"
-    NOOP = "NOOP"
     DECISIONS = (CONTINUE, PAUSE, STOP)
 
     #: True when this scheduler never answers PAUSE. The controller may then let a trial run
@@ -237,10 +227,6 @@ class TrialScheduler:
                     f"{type(self).__name__}: metric {name!r} is not in the reported result "
                     f"(reported keys: {sorted(k for k in result)})"
                 )
-
-    @staticmethod
-    def _trials_with_status(trials: Iterable[TrialLike], *statuses: str) -> list[TrialLike]:
-        return [t for t in trials if t.status in statuses]
 
 
 class FIFOScheduler(TrialScheduler):

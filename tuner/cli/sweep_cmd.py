@@ -110,7 +110,7 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
         raise CLIError(f"cannot start or join Ray{where}: {first_line(exc)}", EXIT_FAILED) from None
     if isinstance(exc, OSError):  # e.g. a storage path that cannot be written
         raise CLIError(f"{type(exc).__name__}: {first_line(exc, ref.url)}", EXIT_FAILED) from None
-    raise  # a bug: its traceback is worth seeing
+    raise  # noqa: PLE0704 - called from an except block; a bug: its traceback is worth seeing
 
 
 def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
@@ -133,7 +133,7 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
             spec.trainable, **spec.run_kwargs(), verbose=0, raise_on_failed_trial=False, resume=resume,
             callbacks=callbacks,
         )
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - interrupts included: the partial sweep is discarded, then re-raised
         if progress is not None:
             progress.close()
         if created:  # failed or interrupted before the sweep was in the store: leave nothing behind

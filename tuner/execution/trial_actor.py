@@ -48,9 +48,6 @@ class TrialActor:
         self._stop_s = 0.0
         self._stopped: tuple[str, float] | None = None  # (trial, seconds) of the last cleanup
 
-    def pid(self) -> int:
-        return os.getpid()
-
     def start(
         self,
         trainable_cls: type[Trainable],

@@ -137,7 +137,7 @@ def _index_of(choices: list, value: Any) -> int | None:
             try:
                 if bool(c == value):
                     return i
-            except Exception:  # e.g. numpy arrays: ambiguous truth value
+            except Exception:  # noqa: BLE001 - e.g. numpy arrays: ambiguous truth value
                 continue
     return None
 
@@ -303,7 +303,7 @@ def _convert_space(space: dict) -> tuple[list[_Param], dict[str, Any]]:
 def _equal(a: Any, b: Any) -> bool:
     try:
         return bool(a == b)
-    except Exception:  # e.g. numpy arrays among the constants
+    except Exception:  # noqa: BLE001 - e.g. numpy arrays among the constants
         return False
 
 
@@ -630,7 +630,7 @@ class OptunaSearch(Searcher):
             study = self._study
             try:
                 sampler_blob: bytes | None = pickle.dumps(study.sampler)
-            except Exception as exc:  # a user sampler holding something unpicklable
+            except Exception as exc:  # noqa: BLE001 - a user sampler holding something unpicklable
                 logger.warning("OptunaSearch: cannot pickle the sampler (%s); a resumed search "
                                "starts a fresh one", exc)
                 sampler_blob = None
@@ -829,6 +829,6 @@ class OptunaSearch(Searcher):
         assert self._study is not None
         try:
             self._study.tell(ot_trial, value, state=state)
-        except Exception as exc:  # never let bookkeeping in Optuna break the sweep
+        except Exception as exc:  # noqa: BLE001 - never let bookkeeping in Optuna break the sweep
             logger.warning("OptunaSearch: could not tell Optuna trial %d: %s", ot_trial.number,
                            exc)

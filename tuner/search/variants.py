@@ -146,7 +146,7 @@ def _copy_tree(node: Any) -> Any:
         return tuple(_copy_tree(v) for v in node)
     try:
         return copy.deepcopy(node)
-    except Exception:  # an uncopyable constant (a lock, a module...): share it, as Ray would fail
+    except Exception:  # noqa: BLE001 - an uncopyable constant (a lock, a module...): share it, as Ray would fail
         return node
 
 

@@ -23,7 +23,7 @@ _MAX_DEPTH = 64
 def _safe_repr(o: Any) -> str:
     try:
         return repr(o)
-    except Exception:  # a broken __repr__ must not lose the whole row
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not lose the whole row
         return f"<unrepresentable {type(o).__module__}.{type(o).__qualname__}>"
 
 
@@ -34,7 +34,7 @@ def _default(o: Any) -> Any:
     if tolist is not None and callable(tolist) and not isinstance(o, type):
         try:
             return tolist()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a user object's tolist() may fail any way: fall back to the next rule
             pass
     if isinstance(o, (_dt.datetime, _dt.date, _dt.time)):
         return o.isoformat()
@@ -59,7 +59,7 @@ def _default(o: Any) -> Any:
             v = item()
             if isinstance(v, (int, float, bool, str)):
                 return v
-        except Exception:
+        except Exception:  # noqa: BLE001 - a user object's item() may fail any way: fall back to the next rule
             pass
     if isinstance(o, decimal.Decimal):
         return float(o)
@@ -92,7 +92,7 @@ def _c_encode() -> Any:
 
         probe = {"a": [1, 2.5, float("nan"), float("-inf"), None, True], "b": {"c": "\u00e9\n"}, 3: _dt.date(2024, 1, 2)}
         return fast if fast(probe) == _encode(probe) else None
-    except Exception:  # pragma: no cover - another Python
+    except Exception:  # noqa: BLE001 - pragma: no cover - another Python
         return None
 
 
@@ -137,11 +137,11 @@ def encode(obj: Any) -> str:
     """Encode ``obj`` as compact JSON text. Never raises."""
     try:
         return _fast_encode(obj)
-    except Exception:
+    except Exception:  # noqa: BLE001 - the fast path gives up on anything unusual: the slow one decides
         pass
     try:
         return _encode(_sanitize(obj, 0, set()))
-    except Exception:
+    except Exception:  # noqa: BLE001 - encode never raises: a row is stored as its repr rather than lost
         return _encode(_safe_repr(obj))
 
 

@@ -38,7 +38,7 @@ _PG_LOCK_KEY = 0x7475_6E65_7200  # "tuner"
 def _mask(url: Any) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a URL that cannot be parsed is still shown, redacted
         return "<database url>"
 
 

@@ -109,7 +109,7 @@ def _close_all() -> None:  # pragma: no cover - exercised at interpreter exit
     for store in list(_LIVE):
         try:
             store.close()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - at exit: report every store that fails to close, close the others
             logger.error("tuner store %s: %s", store.url_for_display, e)
 
 
@@ -356,7 +356,7 @@ class Store:
         else:  # do not mask the exception in flight
             try:
                 self.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - do not mask the exception in flight
                 logger.error("tuner store %s: error while closing: %s", self.url_for_display, e)
 
     def __repr__(self) -> str:
@@ -871,7 +871,7 @@ class Store:
                     self._check_file(conn_box)
                 if ops and self._fatal is None:
                     self._write(ops, conn_box)
-            except BaseException as e:  # never let the writer die
+            except BaseException as e:  # noqa: BLE001 - never let the writer die
                 self._record(e)
             finally:
                 self.write_seconds += time.perf_counter() - began
@@ -939,7 +939,7 @@ class Store:
                     for step in steps:
                         self._execute(conn, step)
                 return
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - classified below: transient errors retry, others split the batch
                 if not self._is_transient(e):
                     break
                 # The connection may be broken: drop it, and retry the batch on a fresh one.
@@ -959,7 +959,7 @@ class Store:
                     conn = self._conn(box)
                     with self._db_lock, conn.begin():
                         self._execute(conn, piece)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - one bad piece is recorded, the others are still written
                     self._record(e)
 
     def _plan(self, ops: list[tuple]) -> list[tuple]:
@@ -1082,7 +1082,7 @@ class Store:
                     _, eid, trial_id, values = op
                     key = (int(eid), str(trial_id))
                     profile_rows[key] = {"experiment_id": key[0], "trial_id": key[1], **values}
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - one bad operation is recorded, the others are still written
                 self._record(e)
         steps = trial_steps
         if states:

@@ -36,7 +36,7 @@ def mask_url(url: str | sa.URL) -> str:
     """``url`` with any password replaced by ``***`` (safe to log or display)."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a URL that cannot be parsed is still shown, redacted
         return _PASSWORD_RE.sub(r"\1***@", str(url))
 
 
