@@ -32,7 +32,7 @@ The systems:
   each other key read from its trial (``race.shared_domains``). Our value loss is
   ``vf_loss_coeff x 0.5 x`` the squared error, so ``vf_loss_coeff=1.0`` is the objective above.
 * Optuna + Stable-Baselines3 (benchmarks/peers/race_optuna_sb3.py): one worker process per CPU on
-  one SQLite study, a successive-halving pruner on the same rungs; shared mode: the study enqueues
+  one study in a journal file (JournalStorage), a successive-halving pruner on the same rungs; shared mode: the study enqueues
   the list. SB3's PPO on a ``DummyVecEnv`` of 16 envs; the stop takes effect before the next
   rollout, as ours takes effect before the next iteration.
 * Ray Tune + RLlib (benchmarks/peers/race_raytune_rllib.py): ``Tuner("PPO")`` with Ray Tune's

@@ -1,6 +1,6 @@
 """Optuna + Stable-Baselines3 in the race (``benchmarks/sweep_race.py``).
 
-One worker process per CPU shares one study through SQLite (Optuna's way of running trials in
+One worker process per CPU shares one study through a journal file (Optuna's storage for running trials in
 parallel processes), with a ``SuccessiveHalvingPruner`` on env steps (ASHA's rungs: grace period
 x reduction factor^k). Shared mode: the study enqueues the race's list (configs and PPO seeds),
 in its order, and samples nothing; the workers take the waiting trials one at a time. Own mode:
@@ -117,6 +117,16 @@ def _objective(trial: Any, budget: Budget, shared: bool) -> float:
     return report.best
 
 
+def _storage(path: str) -> Any:
+    """Optuna's storage for worker processes on one machine: a journal file. Its SQLite storage
+    lets two processes pop the same enqueued trial (SQLite has no SELECT ... FOR UPDATE), and the
+    second one's tell then kills its worker ("Cannot tell a COMPLETE trial")."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.storages.JournalStorage(JournalFileBackend(path))
+
+
 def _worker(url: str, name: str, budget: Budget, shared: bool, seed: int) -> None:
     import optuna
     import torch
@@ -125,7 +135,7 @@ def _worker(url: str, name: str, budget: Budget, shared: bool, seed: int) -> Non
     torch.set_num_threads(1)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
-    study = optuna.load_study(study_name=name, storage=url, sampler=optuna.samplers.TPESampler(seed=seed),
+    study = optuna.load_study(study_name=name, storage=_storage(url), sampler=optuna.samplers.TPESampler(seed=seed),
                               pruner=optuna.pruners.SuccessiveHalvingPruner(
                                   min_resource=budget.grace, reduction_factor=budget.reduction_factor))
     objective = lambda trial: _objective(trial, budget, shared)  # noqa: E731
@@ -149,9 +159,9 @@ def run(budget: Budget, storage: str, trials: list[dict[str, Any]] | None) -> Ou
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     start = time.perf_counter()
     wall_start = time.time()
-    url = f"sqlite:///{Path(storage) / 'optuna_race.db'}"
+    url = str(Path(storage) / f"optuna_race_{time.time_ns()}.log")
     name = f"race_{time.time_ns()}"
-    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    study = optuna.create_study(study_name=name, storage=_storage(url), direction="maximize")
     if trials is not None:
         enqueue(study, trials)
     context = multiprocessing.get_context("spawn")
@@ -162,7 +172,7 @@ def run(budget: Budget, storage: str, trials: list[dict[str, Any]] | None) -> Ou
     for proc in procs:
         proc.join()
     elapsed = time.perf_counter() - start
-    ran = [t for t in optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    ran = [t for t in optuna.load_study(study_name=name, storage=_storage(url)).get_trials(deepcopy=False)
            if trials is None or t.user_attrs.get(ENQUEUED_ATTR)]  # not a worker's look into the empty queue
     solved_at = [t.user_attrs["solved_at"] for t in ran if "solved_at" in t.user_attrs]
     steps = sum(int(t.user_attrs.get("env_steps", 0)) for t in ran)
