@@ -83,7 +83,7 @@ PPO_DEFAULTS: dict[str, Any] = {
     "gamma": 0.99,
     "lambda_": 0.95,
     "clip_param": 0.2,
-    "vf_clip_param": None,  # None: off; else clip V around the sampling-time value (SB3 clip_range_vf)
+    "vf_clip_param": None,  # None: off; else clip V around the sampling-time value (CleanRL's clip_vloss)
     "vf_loss_coeff": 0.5,
     "entropy_coeff": 0.0,
     "normalize_advantages": True,
@@ -416,7 +416,7 @@ class PPO(DistributedTrainer):
         policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
         if vf_clip is None:
             vf_loss = 0.5 * torch.nn.functional.mse_loss(values, target)
-        else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
+        else:  # clip V around its sampling-time value, pessimistic max (CleanRL's clip_vloss; SB3's clip_range_vf takes the clipped value alone)
             v_old = old_values[:, 0]
             v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
             vf_loss = 0.5 * torch.max((values - target).pow(2), (v_clipped - target).pow(2)).mean()

@@ -104,7 +104,7 @@ class NumpyPPOUpdate:
         square = diff * diff
         if vf_clip is None:
             vf_loss = 0.5 * float(np.add.reduce(square)) / n
-        else:  # clip V around its sampling-time value, pessimistic max (SB3's clip_range_vf)
+        else:  # clip V around its sampling-time value, pessimistic max (CleanRL's clip_vloss; SB3's clip_range_vf takes the clipped value alone)
             clipped_diff = old_values + np.clip(values - old_values, -vf_clip, vf_clip) - returns
             square_clipped = clipped_diff * clipped_diff
             vf_loss = 0.5 * float(np.maximum(square, square_clipped).mean())

@@ -26,8 +26,9 @@ def _format(exc: BaseException) -> str:
 class TrialActor:
     """Hosts a Trainable inside the trial's placement group.
 
-    Calls are pipelined by the controller: ``start`` then ``step`` are submitted together,
-    and a failure in ``start`` surfaces from the following ``step``. The actor outlives its
+    The controller makes one ``run`` call at a time per actor: the first of a trial carries
+    what ``start`` needs, so building the trainable and its first iteration share one round
+    trip, and a failure in ``start`` surfaces from that call. The actor outlives its
     trainable, so the controller can hand it (with its placement group) to the next trial
     of the same shape instead of starting a new process.
     """
