@@ -56,7 +56,7 @@ from .space import (
     _quantized_range,
     is_grid_search,
 )
-from .variants import Path, path_str, resolve_config, unflatten_dict
+from .variants import Path, flatten_dict, path_str, resolve_config, unflatten_dict
 
 __all__ = ["OptunaSearch"]
 
@@ -707,7 +707,7 @@ class OptunaSearch(Searcher):
         if callable(space) and not isinstance(space, dict):
             self._define_by_run = space
             self._space_source = space
-            self._encoded_points = [self._flat_point(p) for p in self._points]
+            self._encoded_points = [flatten_dict(p) for p in self._points]
             return
         params, constants = _convert_space(_expand_flat_keys(space))
         self._params = params
@@ -718,17 +718,6 @@ class OptunaSearch(Searcher):
         self._encoded_points = [
             self._encode_point(p, f"points_to_evaluate[{i}]") for i, p in enumerate(self._points)
         ]
-
-    @staticmethod
-    def _flat_point(point: Mapping, prefix: str = "") -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in point.items():
-            name = f"{prefix}/{k}" if prefix else str(k)
-            if isinstance(v, Mapping) and v:
-                out.update(OptunaSearch._flat_point(v, name))
-            else:
-                out[name] = v
-        return out
 
     def _encode_point(self, point: Mapping, where: str) -> dict[str, Any]:
         """A point (nested or flattened keys) -> ``{param name: Optuna value}``."""
