@@ -56,6 +56,7 @@ return of the last 100 episodes reaches 475 on CartPole-v1 within 100k env steps
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -356,9 +357,11 @@ class PPO(DistributedTrainer):
         step = self._numpy_step if numpy_update is not None else self._autograd_step
         if numpy_update is None:
             table = torch.from_numpy(table).to(self.device)
-        policy_losses: list[float] = []
-        vf_losses: list[float] = []
-        kl_and_clip: list[tuple[float, float]] = []
+        # Per-update statistics stay where the update ran (a tensor on the learner's device, an
+        # array in numpy) and are read once after the last epoch: a float() per update would wait
+        # for a GPU to finish each one.
+        losses: list[Any] = []
+        kl_and_clip: list[Any] = []
         for epoch in range(c["num_epochs"]):
             last_epoch = epoch == c["num_epochs"] - 1
             order = torch.randperm(n, generator=self.torch_rng)
@@ -367,24 +370,24 @@ class PPO(DistributedTrainer):
                 rows = shuffled[start:stop]
                 minibatch = [rows[:, a:b] for a, b in column_slices]
                 policy_loss, vf_loss, ratio, log_ratio = step(minibatch)
-                policy_losses.append(policy_loss)
-                vf_losses.append(vf_loss)
+                losses.append((policy_loss, vf_loss))
                 if last_epoch:  # how far the policy moved, measured during the final pass
-                    kl = float(((ratio - 1) - log_ratio).mean())  # the k3 estimator (CleanRL, SB3)
-                    kl_and_clip.append((kl, float((abs(ratio - 1) > c["clip_param"]).mean(dtype=np.float32))))
-        approx_kl, clip_fraction = np.mean(kl_and_clip, axis=0).tolist()
+                    kl = ((ratio - 1) - log_ratio).mean()  # the k3 estimator (CleanRL, SB3)
+                    kl_and_clip.append((kl, (abs(ratio - 1) > c["clip_param"]).float().mean()
+                                        if numpy_update is None else (abs(ratio - 1) > c["clip_param"]).mean(dtype=np.float32)))
+        (policy_loss, vf_loss), (approx_kl, clip_fraction) = _means(losses), _means(kl_and_clip)
         with torch.no_grad():
             mb = c["minibatch_size"]
             actions = self.policy.actions_tensor(self._tensor(batch["actions"][:mb].reshape(min(mb, n), -1)))
             _, entropy, _ = self.policy.evaluate(self._tensor(batch["obs"][:mb]), actions)
         return {
-            "policy_loss": float(np.mean(policy_losses)),
-            "vf_loss": float(np.mean(vf_losses)),
+            "policy_loss": policy_loss,
+            "vf_loss": vf_loss,
             "entropy": float(entropy.mean()),
             "approx_kl": approx_kl,
             "clip_fraction": clip_fraction,
             "cur_lr": self.current_lr(),
-            "num_sgd_updates": len(policy_losses),
+            "num_sgd_updates": len(losses),
             "stale_fraction": batch["stale_steps"] / max(n, 1),
             "is_weight_mean": float(batch["is_weight"].mean()) if n else 1.0,
         }
@@ -400,7 +403,7 @@ class PPO(DistributedTrainer):
         self.optimizer.step_flat(update.grad, c["max_grad_norm"])
         return out
 
-    def _autograd_step(self, minibatch: list[torch.Tensor]) -> tuple[float, float, np.ndarray, np.ndarray]:
+    def _autograd_step(self, minibatch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """One SGD update through autograd and the torch optimiser: any network, any action space, any device."""
         import torch
 
@@ -435,8 +438,7 @@ class PPO(DistributedTrainer):
             else:
                 torch.nn.utils.clip_grad_norm_(self._params, c["max_grad_norm"])
         self.optimizer.step()
-        return (float(policy_loss.detach()), float(vf_loss.detach()), ratio.detach().cpu().numpy(),
-                log_ratio.detach().cpu().numpy())
+        return policy_loss.detach(), vf_loss.detach(), ratio.detach(), log_ratio.detach()
 
     # -- state ------------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:
@@ -468,6 +470,15 @@ class PPO(DistributedTrainer):
         # entropy_coeff, clip_param, gamma, lambda_, batch shape... are read from self.cfg at
         # every iteration; the learning rate lives in the optimiser too.
         self._apply_lr()
+
+
+def _means(rows: list[tuple[Any, ...]]) -> list[float]:
+    """Column means of rows of scalars (floats, numpy scalars or 0-d tensors on any device), as
+    floats: one transfer for tensors."""
+    torch = sys.modules.get("torch")  # tensors come only from a learner that imported it
+    if rows and torch is not None and isinstance(rows[0][0], torch.Tensor):
+        return torch.stack([torch.stack(list(r)) for r in rows]).mean(0).tolist()
+    return np.mean(np.asarray(rows, dtype=np.float64), axis=0).tolist()
 
 
 def _stale_steps(fragment: dict[str, Any], current: int, env_steps: int) -> int:
