@@ -106,10 +106,8 @@ class ASHAScheduler(MetricScheduler):
         self._trial_bracket: dict[str, int] = {}
         self._rng = random.Random(seed)
         self._num_stopped = 0
-        # Promotion variant only.
-        self._promoted: list[list[dict[str, None]]] = [[{} for _ in ms] for ms in self._milestones]
-        self._target: dict[str, int] = {}  # trial_id -> index of the rung it runs towards
-        self._promoting: dict[str, None] = {}  # promoted, but not resumed yet
+        # The two algorithms share the rungs above; each is one object with the same hooks.
+        self._rule: _StoppingRule | _PromotionRule = _PromotionRule(self) if promotion else _StoppingRule(self)
 
     # -- introspection -------------------------------------------------------------------
     @property
@@ -139,125 +137,34 @@ class ASHAScheduler(MetricScheduler):
             weights = np.e ** (sizes - sizes.max())
             index = self._rng.choices(range(self._num_brackets), weights=list(weights / weights.sum()))[0]
         self._trial_bracket[trial_id] = index
-        self._target[trial_id] = 0
+        self._rule.added(trial_id)
         return index
 
     def on_trial_result(
         self, controller: ControllerLike, trial: TrialLike, result: Mapping[str, Any]
     ) -> str:
-        score = self._score(result)
-        time = self._time(result)
-        if self._promotion:
-            return self._promotion_result(trial.trial_id, time, score)
-        bracket = self._assign(trial.trial_id)
-        if time >= self._max_t and self._stop_last_trials:
-            action = self.STOP
-        else:
-            action = self._bracket_result(bracket, trial.trial_id, time, score)
-        if action == self.STOP:
-            self._num_stopped += 1
-            # Ray Tune follows a STOP with on_trial_complete(last result), which records the
-            # result once more (it can fill a lower rung a trial jumped over): do the same here.
-            self._bracket_result(bracket, trial.trial_id, time, score)
-            self._forget(trial.trial_id)
-        return action
+        return self._rule.on_result(trial.trial_id, self._time(result), self._score(result))
 
     def on_trial_complete(
         self, controller: ControllerLike, trial: TrialLike, result: Mapping[str, Any] | None
     ) -> None:
-        tid = trial.trial_id
-        if tid in self._trial_bracket and not self._promotion and self._has_keys(result):
-            self._bracket_result(self._trial_bracket[tid], tid, self._time(result), self._score(result))
-        self._forget(tid)
+        self._rule.on_complete(trial.trial_id, result)
+        self._forget(trial.trial_id)
 
     def on_trial_remove(self, controller: ControllerLike, trial: TrialLike) -> None:
         self._forget(trial.trial_id)
 
+    def choose_trial_to_run(self, controller: ControllerLike) -> TrialLike | None:
+        return self._rule.choose(controller)
+
     def _forget(self, trial_id: str) -> None:
         self._trial_bracket.pop(trial_id, None)
-        self._target.pop(trial_id, None)
-        self._promoting.pop(trial_id, None)
+        self._rule.forget(trial_id)
 
-    # -- Ray Tune's stopping rule --------------------------------------------------------------
-    def _cutoff(self, recorded: dict[str, float]) -> float | None:
-        if not recorded:
-            return None
-        return np.nanpercentile(list(recorded.values()), (1 - 1 / self._reduction_factor) * 100)
-
-    def _bracket_result(self, bracket: int, trial_id: str, time: float, score: float) -> str:
-        """Ray Tune's ``_Bracket.on_result``: rungs scanned from the top down."""
-        action = self.CONTINUE
-        milestones, recorded_by_rung = self._milestones[bracket], self._recorded[bracket]
-        for milestone, recorded in zip(reversed(milestones), reversed(recorded_by_rung)):
-            if time >= milestone and trial_id in recorded and not self._stop_last_trials:
-                break
-            if time < milestone or trial_id in recorded:
-                continue
-            cutoff = self._cutoff(recorded)
-            if cutoff is not None and score < cutoff:
-                action = self.STOP
-            recorded[trial_id] = score
-            break
-        return action
-
-    # -- promotion variant (Li et al. 2018, Algorithm 2) ------------------------------------------
-    def _promotion_result(self, trial_id: str, time: float, score: float) -> str:
-        bracket = self._assign(trial_id)
-        self._promoting.pop(trial_id, None)  # it resumed
-        milestones = self._milestones[bracket]
-        k = self._target[trial_id]  # the rung it runs towards (or waits at, once recorded there)
-        last = len(milestones) - 1
-        if time >= milestones[k]:
-            self._recorded[bracket][k].setdefault(trial_id, score)
-            if k < last:
-                return self.PAUSE  # waits at rung k until promoted
-            if self._stop_last_trials:
-                self._num_stopped += 1
-                self._forget(trial_id)
-                return self.STOP
-            return self.CONTINUE
-        if time >= self._max_t and self._stop_last_trials:
-            self._num_stopped += 1
-            self._forget(trial_id)
-            return self.STOP
-        return self.CONTINUE
-
-    def _promotable(self, controller: ControllerLike) -> TrialLike | None:
-        by_id = {t.trial_id: t for t in controller.get_trials()}
-        # A promotion decided earlier whose trial could not start yet comes first.
-        for tid in self._promoting:
-            trial = by_id.get(tid)
-            if trial is not None and trial.status == PAUSED:
-                return trial
-        for bracket, recorded_by_rung in enumerate(self._recorded):
-            for k in reversed(range(len(recorded_by_rung) - 1)):  # no promotion from the last rung
-                recorded = recorded_by_rung[k]
-                top = math.floor(len(recorded) / self._reduction_factor)
-                if top <= 0:
-                    continue
-                ranked = sorted(recorded, key=recorded.__getitem__, reverse=True)  # stable: arrival order
-                for tid in ranked[:top]:
-                    if tid in self._promoted[bracket][k]:
-                        continue
-                    trial = by_id.get(tid)
-                    if trial is None or trial.status != PAUSED or self._target.get(tid) != k:
-                        continue
-                    self._promoted[bracket][k][tid] = None
-                    self._target[tid] = k + 1
-                    self._promoting[tid] = None
-                    return trial
-        return None
-
-    def choose_trial_to_run(self, controller: ControllerLike) -> TrialLike | None:
-        if self._promotion:
-            trial = self._promotable(controller)
-            if trial is not None:
-                return trial
-            for trial in controller.get_trials():
-                if trial.status == PENDING:
-                    return trial
-            return None
-        return super().choose_trial_to_run(controller)
+    def _stop(self, trial_id: str) -> str:
+        self._num_stopped += 1
+        self._forget(trial_id)
+        return self.STOP
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -267,9 +174,7 @@ class ASHAScheduler(MetricScheduler):
             trial_bracket=plain(self._trial_bracket),
             num_stopped=self._num_stopped,
             rng=rng_state_to_plain(self._rng.getstate()),
-            promoted=[[list(p) for p in rungs] for rungs in self._promoted],
-            target=plain(self._target),
-            promoting=list(self._promoting),
+            **self._rule.state_dict(),
         )
         return state
 
@@ -286,15 +191,156 @@ class ASHAScheduler(MetricScheduler):
         self._trial_bracket = plain(state["trial_bracket"])
         self._num_stopped = state["num_stopped"]
         self._rng.setstate(rng_state_from_plain(state["rng"]))
-        self._promoted = [[dict.fromkeys(p) for p in rungs] for rungs in state["promoted"]]
-        self._target = plain(state["target"])
-        self._promoting = dict.fromkeys(state["promoting"])
+        self._rule.load_state_dict(state)
 
     def debug_string(self) -> str:
         lines = [f"Using {'ASHA (promotion)' if self._promotion else 'AsyncHyperBand'}: num_stopped={self._num_stopped}"]
         for b, (ms, recs) in enumerate(zip(self._milestones, self._recorded)):
             lines.append(f"Bracket {b}: " + " | ".join(f"Iter {m}: {len(r)} trials" for m, r in zip(ms, recs)))
         return "\n".join(lines)
+
+
+class _StoppingRule:
+    """Ray Tune's stopping rule (``AsyncHyperBandScheduler``): nothing pauses; a trial below the
+    rung's quantile when it first reaches a rung is stopped."""
+
+    def __init__(self, asha: ASHAScheduler) -> None:
+        self.asha = asha
+
+    def added(self, trial_id: str) -> None:
+        pass
+
+    def forget(self, trial_id: str) -> None:
+        pass
+
+    def on_result(self, trial_id: str, time: float, score: float) -> str:
+        asha = self.asha
+        bracket = asha._assign(trial_id)
+        if time >= asha._max_t and asha._stop_last_trials:
+            action = asha.STOP
+        else:
+            action = self._bracket_result(bracket, trial_id, time, score)
+        if action == asha.STOP:
+            # Ray Tune follows a STOP with on_trial_complete(last result), which records the
+            # result once more (it can fill a lower rung a trial jumped over): do the same here.
+            self._bracket_result(bracket, trial_id, time, score)
+            return asha._stop(trial_id)
+        return action
+
+    def on_complete(self, trial_id: str, result: Mapping[str, Any] | None) -> None:
+        asha = self.asha
+        if trial_id in asha._trial_bracket and asha._has_keys(result):
+            self._bracket_result(asha._trial_bracket[trial_id], trial_id, asha._time(result), asha._score(result))
+
+    def choose(self, controller: ControllerLike) -> TrialLike | None:
+        return MetricScheduler.choose_trial_to_run(self.asha, controller)  # every scheduler's default
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def _cutoff(self, recorded: dict[str, float]) -> float | None:
+        if not recorded:
+            return None
+        return np.nanpercentile(list(recorded.values()), (1 - 1 / self.asha._reduction_factor) * 100)
+
+    def _bracket_result(self, bracket: int, trial_id: str, time: float, score: float) -> str:
+        """Ray Tune's ``_Bracket.on_result``: rungs scanned from the top down."""
+        asha = self.asha
+        action = asha.CONTINUE
+        milestones, recorded_by_rung = asha._milestones[bracket], asha._recorded[bracket]
+        for milestone, recorded in zip(reversed(milestones), reversed(recorded_by_rung)):
+            if time >= milestone and trial_id in recorded and not asha._stop_last_trials:
+                break
+            if time < milestone or trial_id in recorded:
+                continue
+            cutoff = self._cutoff(recorded)
+            if cutoff is not None and score < cutoff:
+                action = asha.STOP
+            recorded[trial_id] = score
+            break
+        return action
+
+
+class _PromotionRule:
+    """The paper's promotion variant (Li et al. 2018, Algorithm 2): a trial pauses at every rung,
+    and a free slot promotes the best paused trial of the highest rung that has one to promote."""
+
+    def __init__(self, asha: ASHAScheduler) -> None:
+        self.asha = asha
+        self.promoted: list[list[dict[str, None]]] = [[{} for _ in ms] for ms in asha._milestones]
+        self.target: dict[str, int] = {}  # trial_id -> index of the rung it runs towards
+        self.promoting: dict[str, None] = {}  # promoted, but not resumed yet
+
+    def added(self, trial_id: str) -> None:
+        self.target[trial_id] = 0
+
+    def forget(self, trial_id: str) -> None:
+        self.target.pop(trial_id, None)
+        self.promoting.pop(trial_id, None)
+
+    def on_result(self, trial_id: str, time: float, score: float) -> str:
+        asha = self.asha
+        bracket = asha._assign(trial_id)
+        self.promoting.pop(trial_id, None)  # it resumed
+        milestones = asha._milestones[bracket]
+        k = self.target[trial_id]  # the rung it runs towards (or waits at, once recorded there)
+        if time >= milestones[k]:
+            asha._recorded[bracket][k].setdefault(trial_id, score)
+            if k < len(milestones) - 1:
+                return asha.PAUSE  # waits at rung k until promoted
+            return asha._stop(trial_id) if asha._stop_last_trials else asha.CONTINUE
+        if time >= asha._max_t and asha._stop_last_trials:
+            return asha._stop(trial_id)
+        return asha.CONTINUE
+
+    def on_complete(self, trial_id: str, result: Mapping[str, Any] | None) -> None:
+        pass
+
+    def choose(self, controller: ControllerLike) -> TrialLike | None:
+        """A trial to promote, else the first pending one, else None."""
+        trial = self._promotable(controller)
+        if trial is not None:
+            return trial
+        return next((t for t in controller.get_trials() if t.status == PENDING), None)
+
+    def _promotable(self, controller: ControllerLike) -> TrialLike | None:
+        asha = self.asha
+        by_id = {t.trial_id: t for t in controller.get_trials()}
+        # A promotion decided earlier whose trial could not start yet comes first.
+        for tid in self.promoting:
+            trial = by_id.get(tid)
+            if trial is not None and trial.status == PAUSED:
+                return trial
+        for bracket, recorded_by_rung in enumerate(asha._recorded):
+            for k in reversed(range(len(recorded_by_rung) - 1)):  # no promotion from the last rung
+                recorded = recorded_by_rung[k]
+                top = math.floor(len(recorded) / asha._reduction_factor)
+                if top <= 0:
+                    continue
+                ranked = sorted(recorded, key=recorded.__getitem__, reverse=True)  # stable: arrival order
+                for tid in ranked[:top]:
+                    if tid in self.promoted[bracket][k]:
+                        continue
+                    trial = by_id.get(tid)
+                    if trial is None or trial.status != PAUSED or self.target.get(tid) != k:
+                        continue
+                    self.promoted[bracket][k][tid] = None
+                    self.target[tid] = k + 1
+                    self.promoting[tid] = None
+                    return trial
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"promoted": [[list(p) for p in rungs] for rungs in self.promoted],
+                "target": plain(self.target), "promoting": list(self.promoting)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.promoted = [[dict.fromkeys(p) for p in rungs] for rungs in state["promoted"]]
+        self.target = plain(state["target"])
+        self.promoting = dict.fromkeys(state["promoting"])
 
 
 #: Ray Tune's other name for the same scheduler.
