@@ -461,28 +461,34 @@ def test_existing_sweep_name_is_refused_and_left_untouched(tmp_path):
 
 
 def test_analysis_reads_a_running_sweep(tmp_path):
-    """Another process can read the store while the sweep runs."""
+    """Another process can read the store while the sweep runs (the trial waits after its 5th
+    report until the test has read it)."""
+    release = tmp_path / "release"
     code = (
-        "import time; from tuner import tune\n"
+        "import os, time; from tuner import tune\n"
         "def train(config):\n"
         "    for i in range(30):\n"
-        "        time.sleep(0.1); tune.report({'score': i})\n"
+        "        if i == 5:\n"
+        "            deadline = time.time() + 120\n"
+        f"            while not os.path.exists({str(release)!r}) and time.time() < deadline: time.sleep(0.02)\n"
+        "        tune.report({'score': i})\n"
         f"tune.run(train, metric='score', mode='max', storage_path={str(tmp_path)!r}, name='live', verbose=0)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
     try:
-        deadline = time.time() + 60
+        deadline = time.time() + 120
         seen = 0
         while time.time() < deadline and proc.poll() is None:
             try:
                 seen = len(tune.load(tmp_path / "live").results_df)
             except TuneError:
                 seen = 0
-            if 0 < seen < 30:
+            if seen:
                 break
-            time.sleep(0.2)
-        assert 0 < seen < 30, f"saw {seen} results while running"
+            time.sleep(0.05)
+        assert 0 < seen <= 5, f"saw {seen} results while running"
     finally:
+        release.touch()
         proc.wait(timeout=120)
     assert proc.returncode == 0
     assert len(tune.load(tmp_path / "live").results_df) == 30

@@ -27,6 +27,7 @@ from tuner.callback import CallbackList
 from tuner.execution import signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.profiler import SweepProfiler
+from tuner.execution.protocol import Call, Report, RunReply
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
 from tuner.execution.placement_release import await_release, watch_release
@@ -127,7 +128,7 @@ class Controller:
         self._by_id: dict[str, Trial] = {}
         self._slots: dict[str, _Slot] = {}  # trial_id -> slot of a running trial
         self._idle: list[_Slot] = []  # slots whose trial ended, ready for the next trial
-        self._inflight: dict[ray.ObjectRef, tuple[Trial, str]] = {}
+        self._inflight: dict[ray.ObjectRef, tuple[Trial, Call]] = {}
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
         self._id_prefix = uuid.uuid4().hex[:5]
         self._searcher_finished = False
@@ -392,7 +393,7 @@ class Controller:
         packed = pack(run_args) if slot.has_trainable else None
         ref = slot.actor.run_packed.remote(packed) if packed is not None else slot.actor.run.remote(**run_args)
         slot.has_trainable = True
-        self._inflight[ref] = (trial, "run")
+        self._inflight[ref] = (trial, Call.RUN)
         return True
 
     def _take_slot(self, pgf: PlacementGroupFactory) -> _Slot | None:
@@ -452,7 +453,7 @@ class Controller:
     # -- talking to trial actors -----------------------------------------------------------------
     def _submit_run(self, trial: Trial) -> None:
         slot = self._slots[trial.trial_id]
-        self._inflight[slot.actor.run.remote(self._batch, RESULT_BATCH_WINDOW_S)] = (trial, "run")
+        self._inflight[slot.actor.run.remote(self._batch, RESULT_BATCH_WINDOW_S)] = (trial, Call.RUN)
 
     def _wait_and_process(self, timeout: float) -> None:
         if not self._inflight:
@@ -471,23 +472,22 @@ class Controller:
                 actor_died = isinstance(exc, RayActorError) and not isinstance(exc, RayTaskError)
                 self._on_trial_failure(trial, _error_text(exc), actor_died)
                 continue
-            if kind == "run":
+            if kind is Call.RUN:
                 self._on_results(trial, value)
             else:
                 self._on_saved(trial, value, then=kind)
         self._flush_results()
 
-    def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
-        """Apply a batch of results in order; drop what follows a decision other than CONTINUE."""
-        if results and "_timing" in results[-1]:  # the actor's timing (see TrialActor.run)
-            timing = results.pop()["_timing"]
-            if self._profiler is not None:
-                self._profiler.actor_timing(trial.trial_id, timing, results)
-        for result in results:
-            if "_error" in result:
-                self._on_trial_failure(trial, result["_error"], actor_died=False)
+    def _on_results(self, trial: Trial, reply: RunReply) -> None:
+        """Apply a run call's reports in order; drop what follows a decision other than CONTINUE."""
+        if self._profiler is not None:
+            self._profiler.actor_timing(trial.trial_id, reply.timing,
+                                        [r.result for r in reply.reports if r.result is not None])
+        for report in reply.reports:
+            if report.error is not None:
+                self._on_trial_failure(trial, report.error, actor_died=False)
                 return
-            if not self._on_step_result(trial, result):
+            if not self._on_step_result(trial, report):
                 return
         self._continue_trial(trial)
 
@@ -502,10 +502,10 @@ class Controller:
         slot = self._slots[trial.trial_id]
         if trial.trial_id in self._to_exploit:
             donor_checkpoint = self._record_exploit(trial)
-            self._inflight[slot.actor.exploit.remote(trial.config, donor_checkpoint, trial.info())] = (trial, "exploit")
+            self._inflight[slot.actor.exploit.remote(trial.config, donor_checkpoint, trial.info())] = (trial, Call.EXPLOIT)
         if trial.trial_id in self._to_checkpoint:
             self._to_checkpoint.discard(trial.trial_id)
-            self._inflight[slot.actor.save.remote()] = (trial, "checkpoint")
+            self._inflight[slot.actor.save.remote()] = (trial, Call.CHECKPOINT)
         self._submit_run(trial)  # actor calls run in order: exploit, save, then the next iterations
 
     def _record_exploit(self, trial: Trial) -> str:
@@ -558,14 +558,15 @@ class Controller:
         return self._profiler.driver_part(part) if self._profiler is not None else contextlib.nullcontext()
 
     # -- results and decisions -------------------------------------------------------------------
-    def _on_step_result(self, trial: Trial, result: dict[str, Any]) -> bool:
-        """Record one result and act on the decisions it brings; True if the trial goes on."""
-        checkpoint_path = result.pop("_checkpoint_path", None)
-        if result.pop("_finished", False):
+    def _on_step_result(self, trial: Trial, report: Report) -> bool:
+        """Record one report and act on the decisions it brings; True if the trial goes on."""
+        checkpoint_path = report.checkpoint_path
+        if report.finished or report.result is None:
             if checkpoint_path:
                 self._set_checkpoint(trial, checkpoint_path)
             self._complete_trial(trial)
             return False
+        result = report.result
         flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
         self._check_result(trial, flat)
         trial.last_result = result
@@ -597,7 +598,7 @@ class Controller:
             self._scheduler.on_trial_remove(self, trial)
             self._end_trial(trial, TERMINATED, durable=True)
         elif decision == TrialScheduler.PAUSE:
-            if self._cannot_save(trial, "pause"):
+            if self._cannot_save(trial, Call.PAUSE):
                 return True  # it keeps running, as Ray Tune's would restart it: no result lost
             self._pause_trial(trial)
         else:
@@ -660,7 +661,7 @@ class Controller:
             and not (trial.checkpoint_path or "").endswith(f"checkpoint_{trial.iteration:06d}")
         )
         if want_save and trial.trial_id in self._slots:
-            self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "end")
+            self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, Call.END)
             return
         self._set_status(trial, status)
         if durable:
@@ -684,21 +685,21 @@ class Controller:
         return True
 
     def _pause_trial(self, trial: Trial) -> None:
-        self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, "pause")
+        self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, Call.PAUSE)
 
-    def _on_saved(self, trial: Trial, value: Any, then: str) -> None:
+    def _on_saved(self, trial: Trial, value: Any, then: Call) -> None:
         """A save (or exploit) the controller asked for is done; ``then`` says what it was for."""
-        if then == "exploit":
+        if then is Call.EXPLOIT:
             return
         self._set_checkpoint(trial, value)
         if trial.trial_id in self._saving:  # a pause save is also the checkpoint a scheduler asked for
             self._saving.discard(trial.trial_id)
             self._to_checkpoint.discard(trial.trial_id)
             self._unpark(trial)
-        if then == "checkpoint":
+        if then is Call.CHECKPOINT:
             return
-        self._set_status(trial, PAUSED if then == "pause" else TERMINATED)
-        if then == "pause":
+        self._set_status(trial, PAUSED if then is Call.PAUSE else TERMINATED)
+        if then is Call.PAUSE:
             self._make_durable()
         self._release_slot(trial)
 

@@ -31,7 +31,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from tuner.execution.protocol import ActorTiming
 
 #: Per-trial parts, in the order of the table.
 TRIAL_PARTS = ("start", "rollout_start", "sampling", "learning", "other_training", "stop", "waiting")
@@ -159,14 +162,14 @@ class SweepProfiler:
                 row[key] = row.get(key, 0.0) + value
         return row
 
-    def actor_timing(self, trial_id: str, timing: Mapping[str, Any], results: list[Mapping[str, Any]]) -> None:
-        """What a trial actor's ``run`` call reported (see ``TrialActor.run``) and its results."""
+    def actor_timing(self, trial_id: str, timing: ActorTiming, results: list[Mapping[str, Any]]) -> None:
+        """What a trial actor's ``run`` call reported (``RunReply.timing``) and its results."""
         profile = self.trials.setdefault(trial_id, TrialProfile())
         sent = self._submitted.pop(trial_id, None)
-        if sent is not None and timing.get("began"):
-            profile.boot += max(float(timing["began"]) - sent, 0.0)
-        profile.setup += float(timing.get("setup_s", 0.0))
-        profile.stepping += float(timing.get("step_s", 0.0))
+        if sent is not None and timing.began:
+            profile.boot += max(float(timing.began) - sent, 0.0)
+        profile.setup += float(timing.setup_s)
+        profile.stepping += float(timing.step_s)
         for result in results:
             sample, learn, rollout_start = result.get(SAMPLE_KEY), result.get(LEARN_KEY), result.get(ROLLOUT_START_KEY)
             if isinstance(sample, (int, float)):
@@ -175,9 +178,8 @@ class SweepProfiler:
                 profile.rollout_start += float(rollout_start)
             if isinstance(learn, (int, float)):
                 profile.learning += float(learn)
-        stopped = timing.get("stopped")
-        if stopped:  # the cleanup of the actor's previous trial
-            previous, seconds, in_call = stopped
+        if timing.stopped:  # the cleanup of the actor's previous trial
+            previous, seconds, in_call = timing.stopped
             earlier = self.trials.setdefault(previous, TrialProfile())
             earlier.stop += float(seconds)
             self._changed.add(previous)

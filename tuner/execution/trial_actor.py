@@ -9,6 +9,7 @@ import traceback
 from typing import Any
 
 from tuner.execution.packed_call import unpack
+from tuner.execution.protocol import ActorTiming, Report, RunReply
 from tuner.trainable.checkpoint import persist_checkpoint
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
@@ -89,8 +90,8 @@ class TrialActor:
         checkpoint_path: str | None = None,
         checkpoint_freq: int = 0,
         reapply_config: bool = False,
-    ) -> list[dict[str, Any]]:
-        """Run iterations and return their results, in order (``start`` first when given a class).
+    ) -> RunReply:
+        """Run iterations and return their reports, in order (``start`` first when given a class).
 
         With ``config`` (and ``info``) the actor first starts a trial; ``trainable_cls`` need
         only come with an actor's first trial. The first iteration always runs. A function
@@ -99,15 +100,10 @@ class TrialActor:
         reports share one round trip, and a report is never held past the window waiting
         for the next. A class Trainable runs one ``step()`` per call: a step begun after
         the first could take any time, and the results before it would wait for it. The list
-        ends early at a function's return (a ``_finished`` result) or at a failure: a failure
-        in the first iteration raises, one after earlier results comes back as an entry
-        holding ``_error`` (the traceback), so the results before it are not lost.
-
-        The last entry is always ``{"_timing": ...}``, for the sweep's profile: when the call
-        began on this actor (``time.time()``), the seconds it spent building the trainable
-        (``setup_s``), in ``step()`` (``step_s``) and cleaning up the previous one in this call
-        (``stop_s``), and ``stopped``: the last cleanup since the previous report (trial id,
-        seconds, whether it ran inside this call or on its own, ``stop()``).
+        ends early at a report the controller must decide on first (``Report.ends_a_batch``):
+        a failure in the first iteration raises, one after earlier reports comes back as a
+        report holding the ``error`` (the traceback), so the reports before it are not lost.
+        The reply's ``timing`` is for the sweep's profile (``ActorTiming``).
         """
         began_at = time.time()
         if config is not None:
@@ -126,29 +122,29 @@ class TrialActor:
             # Its reports queue up while this call may still take them: no hand-off per report.
             function.allow_run_ahead(max_results - 1, deadline)
         try:
-            results = [self.step()]
+            reports = [self.step()]
             while (
-                len(results) < max_results
-                and self._may_run_ahead(results[-1])
+                len(reports) < max_results
+                and not reports[-1].ends_a_batch
                 and function is not None
                 and function.has_result_by(deadline)
             ):
                 try:
-                    results.append(self.step())
+                    reports.append(self.step())
                 except TrialError as exc:
-                    results.append({"_error": str(exc)})
+                    reports.append(Report(result=None, error=str(exc)))
                     break
         finally:
             if function is not None and max_results > 1:
                 function.allow_run_ahead(0, 0.0)
         step_s = time.monotonic() - began
-        results.append({"_timing": {"began": began_at, "setup_s": self._setup_s, "step_s": step_s,
-                                    "stop_s": self._stop_s, "stopped": self._stopped}})
+        timing = ActorTiming(began=began_at, setup_s=self._setup_s, step_s=step_s, stop_s=self._stop_s,
+                             stopped=self._stopped)
         self._setup_s = self._stop_s = 0.0
         self._stopped = None
-        return results
+        return RunReply(reports, timing)
 
-    def run_packed(self, request: bytes) -> list[dict[str, Any]]:
+    def run_packed(self, request: bytes) -> RunReply:
         """``run`` with its keyword arguments packed into one value (see ``packed_call``)."""
         return self.run(**unpack(request))
 
@@ -183,11 +179,12 @@ class TrialActor:
         except BaseException as exc:  # noqa: BLE001
             raise TrialError(_format(exc)) from None
 
-    def step(self) -> dict[str, Any]:
+    def step(self) -> Report:
         """One iteration, saved after when the iteration is a multiple of the checkpoint frequency.
 
-        The result carries ``_checkpoint_path`` when a checkpoint was written, and
-        ``_finished`` when a function trainable returned (no new iteration).
+        The report carries the checkpoint's path when one was written, and ``finished`` when a
+        function trainable returned (no new iteration). The trainable marks those in its result
+        (``_checkpoint_path``, ``_finished``, inside this process); they leave it as the report's.
         """
         if self._start_error is not None:
             raise TrialError(self._start_error)
@@ -196,31 +193,28 @@ class TrialActor:
         try:
             result = self._trainable.train()
             reported = result.pop("_checkpoint_path", None)
+            if result.pop("_finished", False):
+                return Report(result=None, finished=True, checkpoint_path=self._persist(reported, result))
+            path = None
             if reported:
-                path = persist_checkpoint(reported, self._info.trial_dir, result["training_iteration"])
-                self._trainable.write_metadata(path)
-                self._trainable._latest_checkpoint = path
-                result["_checkpoint_path"] = path
-            elif (
-                self._checkpoint_freq
-                and not result.get("_finished")
-                and result["training_iteration"] % self._checkpoint_freq == 0
-            ):
-                result["_checkpoint_path"] = self._save()
-            return result
+                path = self._persist(reported, result)
+            elif self._checkpoint_freq and result["training_iteration"] % self._checkpoint_freq == 0:
+                path = self._save()
+            return Report(result=result, checkpoint_path=path)
         except TrialError:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise TrialError(_format(exc)) from None
 
-    @staticmethod
-    def _may_run_ahead(last: dict[str, Any]) -> bool:
-        """Whether a function's next report may be taken before the controller has seen ``last``.
-
-        Not after the function said it is done or returned, nor past a checkpoint: checkpoints
-        only ever reflect decided iterations.
-        """
-        return not (last.get("_finished") or last.get("done") or "_checkpoint_path" in last)
+    def _persist(self, reported: str | None, result: dict[str, Any]) -> str | None:
+        """A checkpoint a function trainable reported, moved into the trial's folder."""
+        if not reported:
+            return None
+        assert self._trainable is not None and self._info is not None
+        path = persist_checkpoint(reported, self._info.trial_dir, result.get("training_iteration", 0))
+        self._trainable.write_metadata(path)
+        self._trainable._latest_checkpoint = path
+        return path
 
     def save(self) -> str:
         """Checkpoint the trainable now; returns the checkpoint directory."""

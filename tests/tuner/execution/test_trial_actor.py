@@ -39,9 +39,16 @@ def _run(actor: TrialActor, trainable_cls: type, config: dict) -> tuple[list[dic
     """The actor's first run() call of a trial, as the controller makes it; (results, seconds)."""
     info = TrialInfo("t_00000", "t_00000", tempfile.mkdtemp(), "exp")
     began = time.monotonic()
-    results = actor.run(RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S, trainable_cls=trainable_cls, config=config, info=info)
-    assert "_timing" in results.pop()
-    return results, time.monotonic() - began
+    reply = actor.run(RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S, trainable_cls=trainable_cls, config=config, info=info)
+    assert reply.timing.step_s >= 0 and reply.timing.began > 0
+    return _results(reply), time.monotonic() - began
+
+
+def _results(reply) -> list[dict]:
+    """The user's result dicts of a run reply: no control keys among them."""
+    results = [r.result for r in reply.reports if r.result is not None]
+    assert not any(k.startswith("_") for r in results for k in r), results
+    return results
 
 
 def _report_then_wait_for(config):
@@ -57,7 +64,7 @@ def test_run_hands_on_a_report_while_the_function_still_computes(tmp_path):
     assert [r["step"] for r in results] == [0]
     assert seconds < 5
     release.touch()
-    assert [r["step"] for r in actor.run(RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S)[:-1]] == [1]
+    assert [r["step"] for r in _results(actor.run(RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S))] == [1]
     actor.stop()
 
 
@@ -75,7 +82,7 @@ def test_run_gives_a_class_trainables_result_without_starting_another_step(tmp_p
     assert [r["step"] for r in results] == [0]
     assert seconds < 5
     release.touch()
-    assert [r["step"] for r in actor.run(RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S)[:-1]] == [1]
+    assert [r["step"] for r in _results(actor.run(RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S))] == [1]
     actor.stop()
 
 
