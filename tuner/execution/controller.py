@@ -26,6 +26,7 @@ from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINAT
 from tuner.callback import CallbackList
 from tuner.execution import signals
 from tuner.execution.checkpoint_manager import CheckpointManager
+from tuner.execution.exploits import Exploit, ExploitBook
 from tuner.execution.profiler import SweepProfiler
 from tuner.execution.protocol import Call, Report, RunReply
 from tuner.execution.progress import ProgressReporter
@@ -142,11 +143,8 @@ class Controller:
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
         self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
-        self._to_checkpoint: set[str] = set()  # trials a scheduler asked to checkpoint
         self._warned_unsavable = False
-        self._to_exploit: dict[str, tuple[Trial, dict[str, Any]]] = {}  # trial_id -> (donor, config)
-        self._saving: set[str] = set()  # trials with a requested checkpoint not yet on disk
-        self._parked: dict[str, Trial] = {}  # trials waiting for their donor's checkpoint
+        self._exploits = ExploitBook()  # PBT's checkpoints and exploits in flight
         self._searcher_takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
         self._state_saved_at = 0.0
         self._seen: dict[str, int] = {}  # trial_id -> last iteration the decisions were made on
@@ -175,8 +173,7 @@ class Controller:
         that has reported no checkpoint: it has none to give, and an exploit from it is skipped)."""
         if self._cannot_save(trial, "be checkpointed for an exploit"):
             return
-        self._to_checkpoint.add(trial.trial_id)
-        self._saving.add(trial.trial_id)
+        self._exploits.ask_checkpoint(trial.trial_id)
 
     def exploit_trial(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> bool:
         """After its current result, restore ``trial`` from ``donor``'s checkpoint with ``new_config``.
@@ -185,12 +182,11 @@ class Controller:
         meanwhile); otherwise the donor's latest checkpoint is used. A donor without one (it
         ended before it saved any) gives nothing: the exploit is skipped with a warning, False.
         """
-        if not donor.checkpoint_path and donor.trial_id not in self._saving:
+        if not self._exploits.ask_exploit(trial.trial_id, donor, new_config):
             logger.warning("exploit skipped: donor %s has no checkpoint (it %s without one); %s keeps its own "
                            "state and config", donor.trial_name, "ended" if donor.status in ("TERMINATED", "ERROR")
                            else "is", trial.trial_name)
             return False
-        self._to_exploit[trial.trial_id] = (donor, dict(new_config))
         return True
 
     def adopt(self, sweep: "StoredSweep") -> None:
@@ -217,8 +213,7 @@ class Controller:
             self._searcher.on_trial_result(trial.trial_id, flat)
             self._scheduler.on_trial_result(self, trial, flat)
             self._seen[trial.trial_id] = int(result["training_iteration"])
-        self._to_checkpoint.clear()  # asked of trials that are not running: nothing to wait for
-        self._saving.clear()
+        self._exploits.clear_saves()  # asked of trials that are not running: nothing to wait for
         for trial in self._trials:
             if trial.last_result and trial.last_flat_result is None:
                 trial.last_flat_result = trial.last_result
@@ -362,8 +357,7 @@ class Controller:
     def _start_trial(self, trial: Trial) -> bool:
         if not self._can_start_more():
             return False
-        pending = self._to_exploit.get(trial.trial_id)
-        if pending is not None and pending[0].trial_id in self._saving:
+        if self._exploits.waits_for_donor(trial.trial_id):
             return False  # started once its donor's checkpoint is on disk
         slot = self._take_slot(trial.placement_group_factory)
         if slot is None:
@@ -374,10 +368,9 @@ class Controller:
         self._set_status(trial, RUNNING)
         self._callbacks.call("on_trial_start", self._iteration, self._trials, trial)
         reapply_config = False
-        if pending is not None and not pending[0].checkpoint_path:
-            del self._to_exploit[trial.trial_id]  # the donor ended before its checkpoint landed
-        elif pending is not None:  # exploited while paused: start from the donor's checkpoint
-            self._record_exploit(trial)
+        exploit = self._exploits.take_exploit(trial.trial_id)
+        if exploit is not None:  # exploited while paused: start from the donor's checkpoint
+            self._record_exploit(trial, exploit)
             reapply_config = True
         run_args = dict(
             max_results=self._batch,
@@ -493,24 +486,21 @@ class Controller:
 
     def _continue_trial(self, trial: Trial) -> None:
         """Submit the trial's next iterations, after any exploit or checkpoint asked for it."""
-        pending = self._to_exploit.get(trial.trial_id)
-        if pending is not None and pending[0].trial_id in self._saving:
-            self._parked[trial.trial_id] = trial  # resumed by the donor's save (see _unpark)
+        if self._exploits.waits_for_donor(trial.trial_id):
+            self._exploits.park(trial)  # goes on once the donor's save lands (see _go_on)
             return
-        if pending is not None and not pending[0].checkpoint_path:
-            del self._to_exploit[trial.trial_id]  # the donor ended before its checkpoint landed
+        exploit = self._exploits.take_exploit(trial.trial_id)
         slot = self._slots[trial.trial_id]
-        if trial.trial_id in self._to_exploit:
-            donor_checkpoint = self._record_exploit(trial)
+        if exploit is not None:
+            donor_checkpoint = self._record_exploit(trial, exploit)
             self._inflight[slot.actor.exploit.remote(trial.config, donor_checkpoint, trial.info())] = (trial, Call.EXPLOIT)
-        if trial.trial_id in self._to_checkpoint:
-            self._to_checkpoint.discard(trial.trial_id)
+        if self._exploits.take_checkpoint_request(trial.trial_id):
             self._inflight[slot.actor.save.remote()] = (trial, Call.CHECKPOINT)
         self._submit_run(trial)  # actor calls run in order: exploit, save, then the next iterations
 
-    def _record_exploit(self, trial: Trial) -> str:
+    def _record_exploit(self, trial: Trial, exploit: Exploit) -> str:
         """Apply a requested exploit to the trial's record (config, checkpoint) and store its lineage."""
-        donor, new_config = self._to_exploit.pop(trial.trial_id)
+        donor, new_config = exploit.donor, exploit.config
         assert donor.checkpoint_path is not None
         self._store.add_exploit(
             self._experiment_id, trial.trial_id, donor.trial_id, trial.iteration, trial.config, new_config,
@@ -692,10 +682,9 @@ class Controller:
         if then is Call.EXPLOIT:
             return
         self._set_checkpoint(trial, value)
-        if trial.trial_id in self._saving:  # a pause save is also the checkpoint a scheduler asked for
-            self._saving.discard(trial.trial_id)
-            self._to_checkpoint.discard(trial.trial_id)
-            self._unpark(trial)
+        waiting = self._exploits.saved(trial.trial_id)  # a pause save is also the checkpoint asked for
+        if waiting is not None:
+            self._go_on(waiting)
         if then is Call.CHECKPOINT:
             return
         self._set_status(trial, PAUSED if then is Call.PAUSE else TERMINATED)
@@ -760,21 +749,13 @@ class Controller:
         for ref, (other, _) in list(self._inflight.items()):
             if other is trial:
                 del self._inflight[ref]
-        self._to_checkpoint.discard(trial.trial_id)
-        self._to_exploit.pop(trial.trial_id, None)
-        self._parked.pop(trial.trial_id, None)
-        if trial.trial_id in self._saving:  # it will not be a donor after all
-            self._saving.discard(trial.trial_id)
-            self._unpark(trial)
+        self._go_on(self._exploits.forget(trial.trial_id))  # it will not be a donor after all
 
-    def _unpark(self, donor: Trial) -> None:
-        """Let trials that waited for ``donor``'s checkpoint go on (with it, or without if none)."""
-        for trial_id, trial in list(self._parked.items()):
-            pending = self._to_exploit.get(trial_id)
-            if pending is None or pending[0] is donor:
-                del self._parked[trial_id]
-                if trial.status == RUNNING and trial_id in self._slots:
-                    self._continue_trial(trial)
+    def _go_on(self, trials: list[Trial]) -> None:
+        """Trials that waited for a donor's checkpoint go on (with it, or without if none came)."""
+        for trial in trials:
+            if trial.status == RUNNING and trial.trial_id in self._slots:
+                self._continue_trial(trial)
 
     # -- slots -------------------------------------------------------------------------------------
     def _release_slot(self, trial: Trial) -> None:
