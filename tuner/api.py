@@ -349,27 +349,13 @@ def run(
         ensure_ray()
         signals.rearm()  # ray.init installs its own SIGTERM handler
         ray_start_s = time.monotonic() - ray_began
-        spec = {
-            "trainable": trainable_cls.__name__,
-            "config": repr(dict(config)),
-            "num_samples": num_samples,
-            "metric": metric,
-            "mode": mode,
-            "scheduler": type(scheduler).__name__,
-            "search_alg": type(searcher).__name__,
-            "stop": repr(stop),
-            "time_budget_s": time_budget_s,
-            "resources_per_trial": repr(resources_per_trial),
-            "max_concurrent_trials": max_concurrent_trials,
-            "max_failures": max_failures,
-            **_checkpoint_spec(ckpt),
-            "fail_fast": fail_fast,
-            "seed": seed,
-            "run_dir": str(run_dir),
-            "database_url": mask_url(url),
-            "hparam_domains": hparam_domains,
-            "tensorboard_dir": str(tb_dir) if tensorboard else None,
-        }
+        spec = _sweep_spec(
+            trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode, scheduler=scheduler,
+            searcher=searcher, stop=stop, time_budget_s=time_budget_s, resources_per_trial=resources_per_trial,
+            max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, ckpt=ckpt, fail_fast=fail_fast,
+            seed=seed, run_dir=run_dir, url=url, hparam_domains=hparam_domains,
+            tensorboard_dir=tb_dir if tensorboard else None,
+        )
         if tensorboard:
             from tuner.tensorboard.exporter import TensorBoardExporter
 
@@ -388,41 +374,16 @@ def run(
             stored=store.trial_profiles(experiment_id) if existing is not None else None,
         )
         controller = Controller(
-            profiler=profiler,
-            trainable_cls=trainable_cls,
-            experiment_id=experiment_id,
-            experiment_name=name,
-            run_dir=str(run_dir),
-            store=store,
-            searcher=searcher,
-            scheduler=scheduler,
-            stopper=stopper,
-            metric=metric,
-            mode=mode,
-            resources_for=resources_for,
-            max_trials=max_trials,
-            max_concurrent_trials=max_concurrent_trials,
-            max_failures=max_failures,
-            checkpoint_freq=ckpt.frequency,
-            checkpoint_at_end=ckpt.at_end,
-            time_budget_s=time_budget_s,
-            reporter=reporter,
-            callbacks=callback_list,
-            callback_info={
-                "stop": stop,
-                "num_samples": num_samples,
-                "total_num_samples": max_trials,
-                "experiment_name": name,
-                "experiment_id": experiment_id,
-                "run_dir": str(run_dir),
-                "metric": metric,
-                "mode": mode,
-                "search_space": dict(config),
-                "resumed": existing is not None,
-            },
-            checkpoint_manager=checkpoints,
-            trial_namer=namer,
-            fail_fast=fail_fast,
+            profiler=profiler, trainable_cls=trainable_cls, experiment_id=experiment_id, experiment_name=name,
+            run_dir=str(run_dir), store=store, searcher=searcher, scheduler=scheduler, stopper=stopper, metric=metric,
+            mode=mode, resources_for=resources_for, max_trials=max_trials, max_concurrent_trials=max_concurrent_trials,
+            max_failures=max_failures, checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end,
+            time_budget_s=time_budget_s, reporter=reporter, callbacks=callback_list,
+            callback_info=_callback_info(
+                stop=stop, num_samples=num_samples, max_trials=max_trials, name=name, experiment_id=experiment_id,
+                run_dir=run_dir, metric=metric, mode=mode, config=config, resumed=existing is not None,
+            ),
+            checkpoint_manager=checkpoints, trial_namer=namer, fail_fast=fail_fast,
         )
         if existing is not None:
             _adopt_stored_sweep(controller, checkpoints, load_sweep(
@@ -451,6 +412,55 @@ def run(
     analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
     _raise_for_failures(trials, fail_fast=fail_fast, raise_on_failed_trial=raise_on_failed_trial)
     return analysis
+
+
+def _sweep_spec(
+    trainable_cls: type, *, config: Mapping[str, Any], num_samples: int, metric: str | None, mode: str | None,
+    scheduler: TrialScheduler, searcher: Searcher, stop: Any, time_budget_s: float | None,
+    resources_per_trial: Any, max_concurrent_trials: int | None, max_failures: int, ckpt: Any,
+    fail_fast: bool | str, seed: int | None, run_dir: Path, url: str, hparam_domains: Any,
+    tensorboard_dir: Path | None,
+) -> dict[str, Any]:
+    """What the store keeps of the call (``experiments.spec``): plain values, the database URL masked."""
+    return {
+        "trainable": trainable_cls.__name__,
+        "config": repr(dict(config)),
+        "num_samples": num_samples,
+        "metric": metric,
+        "mode": mode,
+        "scheduler": type(scheduler).__name__,
+        "search_alg": type(searcher).__name__,
+        "stop": repr(stop),
+        "time_budget_s": time_budget_s,
+        "resources_per_trial": repr(resources_per_trial),
+        "max_concurrent_trials": max_concurrent_trials,
+        "max_failures": max_failures,
+        **_checkpoint_spec(ckpt),
+        "fail_fast": fail_fast,
+        "seed": seed,
+        "run_dir": str(run_dir),
+        "database_url": mask_url(url),
+        "hparam_domains": hparam_domains,
+        "tensorboard_dir": str(tensorboard_dir) if tensorboard_dir is not None else None,
+    }
+
+
+def _callback_info(*, stop: Any, num_samples: int, max_trials: int | None, name: str, experiment_id: int,
+                   run_dir: Path, metric: str | None, mode: str | None, config: Mapping[str, Any],
+                   resumed: bool) -> dict[str, Any]:
+    """What callbacks' ``setup`` gets to know of the sweep."""
+    return {
+        "stop": stop,
+        "num_samples": num_samples,
+        "total_num_samples": max_trials,
+        "experiment_name": name,
+        "experiment_id": experiment_id,
+        "run_dir": str(run_dir),
+        "metric": metric,
+        "mode": mode,
+        "search_space": dict(config),
+        "resumed": resumed,
+    }
 
 
 def _prepare_search(
