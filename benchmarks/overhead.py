@@ -21,6 +21,7 @@ default, TensorBoard on) in the same round; beside the table, what Ray alone nee
 
     python benchmarks/overhead.py                          # 100 trials, 3 rounds: a few minutes
     python benchmarks/overhead.py --trials 20 --repeat 1   # quick
+    python benchmarks/overhead.py --systems tuner          # ours alone (the ratios need the first row)
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=100, help="trials per sweep, every system (default 100)")
     parser.add_argument("--warmup", type=int, default=5, help="trials of each system's uncounted first sweep (default 5)")
     parser.add_argument("--repeat", type=int, default=3, help="measured rounds; rows are medians (default 3)")
+    parser.add_argument("--systems", default=None,
+                        help="comma-separated substrings of the rows to run, e.g. 'tuner' (default: every row)")
     args = parser.parse_args(argv)
     for name in ("trials", "repeat"):
         if getattr(args, name) < 1:
@@ -196,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     ray.init(include_dashboard=False, logging_level=logging.ERROR)
     tmp = tempfile.mkdtemp(prefix="tuner_overhead_")
     runners = _runners(tmp)
+    if args.systems:
+        wanted = [w.strip() for w in args.systems.split(",") if w.strip()]
+        runners = {k: v for k, v in runners.items() if any(w in k for w in wanted)}
+        if SYSTEMS[0] not in runners:
+            parser.error(f"--systems must keep {SYSTEMS[0]!r} (the ratios are against it), got {args.systems!r}")
     names = list(runners)
     if args.warmup:
         for name in names:
