@@ -271,6 +271,7 @@ class DistributedTrainer(Trainable):
         if rollout is None:
             self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
             self.workers.set_weights(self.policy.get_weights)
+        self._setup_done_at = time.perf_counter()
 
     def _streams(self) -> bool:
         """Whether rollout actors sample as streams (``WorkerGroup.stream``)."""
@@ -358,8 +359,12 @@ class DistributedTrainer(Trainable):
         if LAYOUT_REASON in self.cfg:
             result["sampling_layout_reason"] = self.cfg[LAYOUT_REASON]
         if first:  # how the rollout actors started: reused from the last trial, or new processes
-            result.update(worker_start_time_s=self.workers.start_s or 0.0, num_workers_reused=self.workers.reused,
-                          num_workers_started=self.workers.started)
+            start_s = self.workers.start_s or 0.0
+            # the part of their start that ran while this trial was still setting up (it is inside
+            # the trial's start, not its first sampling)
+            in_setup = min(start_s, max(self._setup_done_at - self.workers.created_at, 0.0))
+            result.update(worker_start_time_s=start_s, worker_start_in_setup_s=in_setup,
+                          num_workers_reused=self.workers.reused, num_workers_started=self.workers.started)
         result.update(learn_metrics)
         return result
 

@@ -79,7 +79,7 @@ class WorkerGroup:
         num_cpus_per_worker: float,
         local_policy: Any,
     ) -> None:
-        self._created = time.perf_counter()
+        self.created_at = time.perf_counter()
         self._kwargs = worker_kwargs
         self.num_workers = num_workers
         self._cpus = float(num_cpus_per_worker)
@@ -359,7 +359,7 @@ class WorkerGroup:
 
     def _received(self, index: int, fragment: dict[str, Any]) -> None:
         if self.start_s is None:
-            self.start_s = time.perf_counter() - self._created - fragment["sample_time_s"]
+            self.start_s = time.perf_counter() - self.created_at - fragment["sample_time_s"]
         self._failures.pop(index, None)
         self.nodes[index] = fragment["node"]
 

@@ -11,7 +11,8 @@ CPU-second is either
   - **trial start**: a new actor's boot, then building the trainable (``setup``, a restore);
   - **rollout actors' start**: a trainer's rollout actors, from their creation (or from being
     taken over from the trial before) to their first fragment (the trainer's
-    ``worker_start_time_s``), counted apart from the sampling it is part of;
+    ``worker_start_time_s``), counted apart from the part it overlapped: the trial's own set-up
+    (``worker_start_in_setup_s``, out of trial start) and then its first sampling (the rest);
   - **sampling** and **learning**: the trainer's own timers (``sample_time_s`` and
     ``learn_time_s`` in its results; PPO reports both);
   - **other training**: the rest of ``step()`` (everything for trainables without timers);
@@ -42,6 +43,7 @@ TRIAL_PARTS = ("start", "rollout_start", "sampling", "learning", "other_training
 DRIVER_PARTS = ("scheduler", "searcher", "store", "callbacks")
 #: Result keys a trainer may report its own timers under.
 SAMPLE_KEY, LEARN_KEY, ROLLOUT_START_KEY = "sample_time_s", "learn_time_s", "worker_start_time_s"
+ROLLOUT_IN_SETUP_KEY = "worker_start_in_setup_s"
 
 
 @dataclasses.dataclass
@@ -52,7 +54,8 @@ class TrialProfile:
     hold: float = 0.0
     boot: float = 0.0
     setup: float = 0.0
-    rollout_start: float = 0.0  # part of sampling: the rollout actors' start
+    rollout_start: float = 0.0  # the rollout actors' start: part set-up, part sampling
+    rollout_in_setup: float = 0.0  # the part of it during the trial's set-up
     sampling: float = 0.0
     learning: float = 0.0
     stepping: float = 0.0  # all of step(), sampling and learning included
@@ -66,11 +69,12 @@ class TrialProfile:
         other = max(self.stepping - self.sampling - self.learning, 0.0)
         busy = self.boot + self.setup + self.stepping + self.others_stop
         sampling = min(self.sampling, self.stepping)
-        rollout_start = min(self.rollout_start, sampling)
+        in_setup = min(self.rollout_in_setup, self.rollout_start, self.setup)
+        in_sampling = min(self.rollout_start - in_setup, sampling)
         return {
-            "start": self.boot + self.setup,
-            "rollout_start": rollout_start,
-            "sampling": sampling - rollout_start,
+            "start": self.boot + self.setup - in_setup,
+            "rollout_start": in_setup + in_sampling,
+            "sampling": sampling - in_sampling,
             "learning": min(self.learning, max(self.stepping - self.sampling, 0.0)),
             "other_training": other,
             "stop": self.stop,
@@ -172,10 +176,13 @@ class SweepProfiler:
         profile.stepping += float(timing.step_s)
         for result in results:
             sample, learn, rollout_start = result.get(SAMPLE_KEY), result.get(LEARN_KEY), result.get(ROLLOUT_START_KEY)
+            in_setup = result.get(ROLLOUT_IN_SETUP_KEY)
             if isinstance(sample, (int, float)):
                 profile.sampling += float(sample)
             if isinstance(rollout_start, (int, float)):
                 profile.rollout_start += float(rollout_start)
+            if isinstance(in_setup, (int, float)):
+                profile.rollout_in_setup += float(in_setup)
             if isinstance(learn, (int, float)):
                 profile.learning += float(learn)
         if timing.stopped:  # the cleanup of the actor's previous trial
