@@ -15,6 +15,7 @@ torch with ``--sb3-threads`` threads (default 1, as ours: on 2 cores it is SB3's
 
     python benchmarks/ppo_cartpole.py                 # 5 seeds each, a few minutes
     python benchmarks/ppo_cartpole.py --seeds 0,1 --no-sb3
+    python benchmarks/ppo_cartpole.py --seeds 0 --no-sb3 --per-update   # + one update's cost
 """
 
 from __future__ import annotations
@@ -103,6 +104,33 @@ def run_sb3(seed: int, max_steps: int, threads: int) -> dict:
     return {"solved": callback.solved_at is not None, "steps": steps, "wall": wall}
 
 
+def per_update_ms(learner: str, rows: int, calls: int = 500, repeats: int = 5) -> float:
+    """Milliseconds of one PPO minibatch update of ``rows`` rows under ``learner`` (best of
+    ``repeats`` x ``calls``), on a trainer that has run one iteration; the same random minibatch
+    for both learners. At a few rows it is the update's fixed cost: calls, not arithmetic."""
+    import timeit
+
+    import numpy as np
+    import torch
+
+    from algorithms import PPO
+
+    trainer = PPO(config={"env": "CartPole-v1", "seed": 0, "learner": learner})
+    try:
+        trainer.train()
+        rng = np.random.default_rng(0)
+        columns = [rng.standard_normal((rows, 4)), rng.integers(0, 2, (rows, 1))] + [
+            rng.standard_normal((rows, 1)) for _ in range(4)]
+        columns = [c.astype(np.float32) for c in columns]
+        step = trainer._numpy_step if learner == "numpy" else trainer._autograd_step
+        minibatch = columns if learner == "numpy" else [torch.from_numpy(c) for c in columns]
+        for _ in range(100):  # warm: allocations, the optimiser's state
+            step(minibatch)
+        return min(timeit.repeat(lambda: step(minibatch), number=calls, repeat=repeats)) / calls * 1e3
+    finally:
+        trainer.stop()
+
+
 def _fmt(run: dict | None) -> str:
     if run is None:
         return "-"
@@ -115,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, default=100_000)
     parser.add_argument("--sb3-threads", type=int, default=1)
     parser.add_argument("--no-sb3", action="store_true", help="only ours")
+    parser.add_argument("--per-update", action="store_true",
+                        help="also time one minibatch update of each learner at 8 and 512 rows")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -166,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if walls["numpy"] and walls["torch"]:
         print(f"wall time, torch learner / numpy learner: {walls['torch'] / walls['numpy']:.2f}x (target <= 1.5x)")
+    if args.per_update:
+        for rows in (8, 512):
+            ms = {learner: per_update_ms(learner, rows) for learner in LEARNERS}
+            print(f"one update of {rows} rows: " + ", ".join(f"{learner} {ms[learner]:.2f} ms" for learner in LEARNERS)
+                  + f" (torch / numpy {ms['torch'] / ms['numpy']:.2f}x)")
     if sb3:
         n_sb3, steps_sb3, wall_sb3 = summary(peers)
         print(f"SB3 rl-zoo (torch threads {args.sb3_threads}): solved {n_sb3}/{len(seeds)}; median of solved runs: "
