@@ -72,7 +72,8 @@ sys.path.insert(0, str(ROOT))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 from benchmarks.peers.common import (CLIP, ENTROPY_COEF, GAE_LAMBDA, GAMMA, HIDDEN, MAX_GRAD_NORM,  # noqa: E402
-                                     VF_COEF, Outcome, Workload, ray_init)
+                                     VF_COEF, Outcome, Workload, ray_init, spread,
+                                     systems_in_turn)
 
 SYSTEMS = ("tuner", "optuna", "rllib")
 QUICK = {"lrs": "2.5e-3", "seeds": 2, "envs": 2, "steps": 1000, "fast_ms": 1.0, "slow_prob": 0.0,
@@ -194,36 +195,20 @@ def print_returns(outcomes: list[Outcome], work: Workload, at: int, out=sys.stdo
               file=out)
 
 
-def _spread(values: list[float], fmt: str) -> str:
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return format(values[0], fmt)
-    return f"{format(statistics.median(values), fmt)} [{format(min(values), fmt)}-{format(max(values), fmt)}]"
-
-
 def print_medians(runs: list[list[Row]], ideals: list[float], out=sys.stdout) -> None:
-    print(f"\nmedians of {len(runs)} runs [min-max]; ideal {_spread(ideals, ',.0f')} env steps/s", file=out)
+    print(f"\nmedians of {len(runs)} runs [min-max]; ideal {spread(ideals, ',.0f')} env steps/s", file=out)
     print(f"{'system':18} {'sweep s':>20} {'env steps/s':>22} {'of ideal %':>21} {'Ray up %':>21} {'return':>21} "
           f"{'peer/ours sweep':>18} {'ours/peer steps/s':>18}", file=out)
     for system in dict.fromkeys(r.system for rows in runs for r in rows):
         mine = [r for rows in runs for r in rows if r.system == system]
-        print(f"{system:18} {_spread([r.sweep_s for r in mine], '.1f'):>20} "
-              f"{_spread([r.steps_per_s for r in mine], ',.0f'):>22} {_spread([r.of_ideal * 100 for r in mine], '.1f'):>21} "
-              f"{_spread([r.of_ideal_ray_up * 100 for r in mine], '.1f'):>21} "
-              f"{_spread([r.ret for r in mine], '.1f'):>21} {_spread([r.sweep_ratio for r in mine], '.2f'):>18} "
-              f"{_spread([r.speed_ratio for r in mine], '.2f'):>18}", file=out)
+        print(f"{system:18} {spread([r.sweep_s for r in mine], '.1f'):>20} "
+              f"{spread([r.steps_per_s for r in mine], ',.0f'):>22} {spread([r.of_ideal * 100 for r in mine], '.1f'):>21} "
+              f"{spread([r.of_ideal_ray_up * 100 for r in mine], '.1f'):>21} "
+              f"{spread([r.ret for r in mine], '.1f'):>21} {spread([r.sweep_ratio for r in mine], '.2f'):>18} "
+              f"{spread([r.speed_ratio for r in mine], '.2f'):>18}", file=out)
 
 
 # -- the run ---------------------------------------------------------------------------------------
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _positive(kind: type, minimum: float, inclusive: bool = True) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         value = kind(text)
@@ -307,21 +292,12 @@ def run_once(work: Workload, systems: list[str], storage: str, rotate: int = 0) 
     mean_step = measure_mean_step(work.env_config)
     ideal = min(work.concurrency, work.trials) * work.envs / mean_step
     print(f"measured mean step {mean_step * 1000:.2f} ms: ideal {ideal:,.0f} env steps/s", flush=True)
-    shift = rotate % len(systems)
     outcomes, analysis = {}, None
-    for key in systems[shift:] + systems[:shift]:
-        if key != "tuner":
-            label, packages, module = PEERS[key]
-            missing = [m for m in packages if not _importable(m)]
-            if missing:
-                print(f"{label}: skipped, {', '.join(missing)} not installed (pip install -e '.[bench]')")
-                continue
-        load = os.getloadavg()[0]  # the machine is shared: say how busy it was
-        print(f"running {key} (1-minute load average {load:.1f}) ...", file=sys.stderr, flush=True)
+    for key, load in systems_in_turn(systems, rotate, PEERS):
         if key == "tuner":
             outcome, analysis = run_tuner(work, storage)
         else:
-            outcome = importlib.import_module(module).run(work, storage)
+            outcome = importlib.import_module(PEERS[key][2]).run(work, storage)
         outcome.note = "; ".join(n for n in (f"load {load:.1f} at start", outcome.note) if n)
         outcomes[key] = outcome
     return [outcomes[k] for k in systems if k in outcomes], analysis, mean_step

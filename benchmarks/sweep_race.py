@@ -86,7 +86,8 @@ sys.path.insert(0, str(ROOT))
 # Ray's workers import this tree's packages too (RLlib's callbacks live in benchmarks.peers).
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
-from benchmarks.peers.common import CLIP, GAE_LAMBDA, HIDDEN, MAX_GRAD_NORM, VF_COEF, ray_init, spread  # noqa: E402
+from benchmarks.peers.common import (CLIP, GAE_LAMBDA, HIDDEN, MAX_GRAD_NORM, VF_COEF, ray_init,  # noqa: E402
+                                     spread, systems_in_turn)
 from benchmarks.peers.race import (BATCHES, ENTROPIES, ENVS, EPOCHS, GAMMAS, LR, MINIBATCHES, TARGET,  # noqa: E402
                                    Budget, Outcome, draw_trials, shared_domains)
 
@@ -242,32 +243,16 @@ def print_profile(analysis: Any) -> None:
 
 
 # -- the run ---------------------------------------------------------------------------------------
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def run_once(budget: Budget, systems: list[str], storage: str, trials: list[dict[str, Any]] | None,
              rotate: int = 0) -> tuple[list[Outcome], Any]:
     """Every chosen system once, starting with the ``rotate``-th; returns the outcomes in table
     order (ours first) and our analysis."""
-    shift = rotate % len(systems)
     outcomes, analysis = {}, None
-    for key in systems[shift:] + systems[:shift]:
-        if key != "tuner":
-            label, packages, module = PEERS[key]
-            missing = [m for m in packages if not _importable(m)]
-            if missing:
-                print(f"{label}: skipped, {', '.join(missing)} not installed (pip install -e '.[bench]')")
-                continue
-        load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
-        print(f"running {key} (1-minute load average {load:.1f}) ...", file=sys.stderr, flush=True)
+    for key, load in systems_in_turn(systems, rotate, PEERS):
         if key == "tuner":
             outcome, analysis = run_tuner(budget, storage, trials)
         else:
-            outcome = importlib.import_module(module).run(budget, storage, trials)
+            outcome = importlib.import_module(PEERS[key][2]).run(budget, storage, trials)
         outcome.note = "; ".join(n for n in (f"load {load:.1f} at start", outcome.note) if n)
         outcomes[key] = outcome
     return [outcomes[k] for k in systems if k in outcomes], analysis

@@ -171,3 +171,22 @@ def spread(values: list[float], fmt: str) -> str:
     if len(values) == 1:
         return format(values[0], fmt)
     return f"{format(statistics.median(values), fmt)} [{format(min(values), fmt)}-{format(max(values), fmt)}]"
+
+
+def systems_in_turn(systems: list[str], rotate: int, peers: dict[str, tuple[str, list[str], Any]]) -> Any:
+    """Each of ``systems`` in turn, starting with the ``rotate``-th (so that repeats start with
+    the next one), as ``(key, 1-minute load average)``; a peer (``peers[key]``: label, packages,
+    module) whose packages are missing is skipped with one line."""
+    import importlib.util
+
+    shift = rotate % len(systems)
+    for key in systems[shift:] + systems[:shift]:
+        if key in peers:
+            label, packages, _module = peers[key]
+            missing = [m for m in packages if importlib.util.find_spec(m) is None]
+            if missing:
+                print(f"{label}: skipped, {', '.join(missing)} not installed (pip install -e '.[bench]')")
+                continue
+        load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
+        print(f"running {key} (1-minute load average {load:.1f}) ...", file=sys.stderr, flush=True)
+        yield key, load
