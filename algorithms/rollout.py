@@ -228,6 +228,11 @@ class RolloutWorker:
         self._new_fragment = False
         self._configure(**settings)
 
+    def ready(self) -> bool:
+        """True once the worker is built (called in the "control" concurrency group, so it
+        answers while a stream runs)."""
+        return True
+
     def abort(self, upto: int) -> None:
         """Cut short the requests numbered ``upto`` or below, running or queued: their trainer
         stopped, and the next trial wants this actor now. Called in a concurrency group of its own

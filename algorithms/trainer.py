@@ -37,6 +37,8 @@ from tuner.trainable.trainable import Trainable
 
 
 STATE_FILE = "trainer_state.pt"
+#: How long a streaming trainer's set-up waits for its rollout actors before it builds the learner.
+ACTOR_START_WAIT_S = 60.0
 #: Keys every distributed trainer understands, with their defaults (why: algorithms/ppo.py).
 COMMON_DEFAULTS: dict[str, Any] = {
     # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
@@ -252,13 +254,16 @@ class DistributedTrainer(Trainable):
         self.window = EpisodeWindow(100)
         rollout = self.rollout_policy(self.observation_space, self.action_space) if c["num_workers"] else None
         if rollout is not None:
-            # The rollout actors' processes start now and boot, and streams sample, while this
-            # one imports torch and builds the learner: they are the longer part of a trial's start.
+            # The rollout actors' processes start now: they are the longer part of a trial's start.
             factory, policy_kwargs, weights = rollout
             self.workers = self._worker_group(factory, policy_kwargs, local_policy=None)
             self.workers.set_weights(lambda: weights)
             if self._streams():
                 self.workers.start_streams()
+                # Streams sample while the learner imports torch and builds, so the actors' start
+                # is on the trial's critical path and the learner's is not: on a few cores the two
+                # compete for the CPU, and building after the actors are up starts sampling sooner.
+                self.workers.wait_until_up(ACTOR_START_WAIT_S)
         try:
             self._set_learner_threads()
             self.device = self._learner_device()

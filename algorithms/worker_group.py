@@ -323,6 +323,15 @@ class WorkerGroup:
             if index not in self._streams:
                 self._start_stream(index)
 
+    def wait_until_up(self, timeout_s: float) -> float:
+        """Block until every actor is built (or ``timeout_s`` passed); returns the seconds waited.
+        A failed actor counts as up: its error surfaces with its first fragment."""
+        start = time.perf_counter()
+        if self.actors:
+            refs = [actor.ready.options(concurrency_group="control").remote() for actor in self.actors.values()]
+            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        return time.perf_counter() - start
+
     @property
     def backlog_steps(self) -> int:
         """Env steps (reset steps included) taken from the streams but left for the next batch."""

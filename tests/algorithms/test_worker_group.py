@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 
 import gymnasium as gym
 import pytest
@@ -203,5 +205,50 @@ def test_paused_streams_end_and_the_next_batch_starts_them_again():
         assert ray.get(streams, timeout=60) == [None, None]  # the streams returned: the actors rest
         assert trainer.train()["env_steps_this_iter"] > 0
         assert len(trainer.workers._streams) == 2
+    finally:
+        trainer.stop()
+
+
+
+class GatedBuild(gym.Wrapper):
+    """CartPole whose build in a rollout actor signals ``<dir>/building.<pid>`` and then waits for
+    the file ``<dir>/go`` (in the learner's process it builds at once)."""
+
+    def __init__(self, config):
+        super().__init__(gym.make("CartPole-v1"))
+        if os.getpid() != config["learner_pid"]:
+            open(os.path.join(config["dir"], f"building.{os.getpid()}"), "w").close()
+            while not os.path.exists(os.path.join(config["dir"], "go")):
+                time.sleep(0.01)
+
+
+class RecordsGateAtBuild(PPO):
+    """PPO that records, when it starts building its learner, whether its actors' gate was open."""
+
+    def build_policy(self, observation_space, action_space):
+        self.gate_open_at_build = os.path.exists(os.path.join(self.cfg["env_config"]["dir"], "go"))
+        return super().build_policy(observation_space, action_space)
+
+
+def test_a_streaming_trainer_builds_its_learner_after_its_rollout_actors_are_up(tmp_path):
+    # On a few cores the learner's torch import and build would only slow the actors' boot, and
+    # the streams sample while it builds: so it waits for them. Here the actors cannot be up
+    # before the test sees both of them building and lets them go; torch is imported already, so
+    # a learner that did not wait would build at once.
+    import torch  # noqa: F401
+    register_env("gated-build", GatedBuild)
+    built: list[RecordsGateAtBuild] = []
+    config = {"env": "gated-build", "env_config": {"dir": str(tmp_path), "learner_pid": os.getpid()},
+              "num_workers": 2, "sample_async": True, "seed": 0, **SMALL}
+    setup = threading.Thread(target=lambda: built.append(RecordsGateAtBuild(config=config)))
+    setup.start()
+    while len(list(tmp_path.glob("building.*"))) < 2:
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    setup.join()
+    trainer = built[0]
+    try:
+        assert trainer.gate_open_at_build
+        assert trainer.train()["env_steps_this_iter"] > 0
     finally:
         trainer.stop()
