@@ -1,6 +1,6 @@
 """Distributed reinforcement-learning trainers, each a ``tune.Trainable`` that owns its rollout actors.
 
->>> from algorithms import PPO, register_env
+>>> from algorithms import DQN, PPO, SAC, register_env
 
 Importing the package registers ``tuner/SlowCartPole-v1`` with gymnasium (``algorithms/envs.py``).
 The trainers are imported on first use: a rollout actor imports this package for its worker
@@ -14,12 +14,14 @@ from algorithms.rollout import register_env
 
 _envs.register()
 
-__all__ = ["PPO", "register_env"]
+__all__ = ["DQN", "PPO", "SAC", "register_env"]
+
+_TRAINERS = {"PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PPO":
-        from algorithms.ppo import PPO
+    if name in _TRAINERS:
+        import importlib
 
-        return PPO
+        return getattr(importlib.import_module(_TRAINERS[name]), name)
     raise AttributeError(f"module 'algorithms' has no attribute {name!r}")

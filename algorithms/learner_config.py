@@ -38,12 +38,14 @@ def is_builtin(model: Any) -> bool:
     return not callable(model)
 
 
-def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple[str, ...] = ()) -> None:
+def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple[str, ...] = (),
+                  defaults: Mapping[str, Any] = MODEL_DEFAULTS) -> None:
     """Check ``model``/``model_config`` and complete a dict ``model`` with the defaults, in place.
 
     ``shorthands`` are top-level keys of the trainer that stand for built-in options
     (PPO's ``hidden_sizes`` and ``activation``): a value given there fills the option, and
-    giving both is an error; after this they mirror ``c["model"]``.
+    giving both is an error; after this they mirror ``c["model"]``. ``defaults``: the trainer's
+    defaults of the built-in options (the keys of :data:`MODEL_DEFAULTS`).
     """
     model = c["model"]
     if not isinstance(c["model_config"], Mapping):
@@ -62,7 +64,7 @@ def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple
     unknown = sorted(set(model) - set(MODEL_DEFAULTS))
     if unknown:
         _fail("model", f"unknown built-in option(s) {unknown}; allowed: {sorted(MODEL_DEFAULTS)}", dict(model))
-    options = dict(MODEL_DEFAULTS)
+    options = dict(defaults)
     for key in shorthands:
         if key in given and key in model:
             _fail(key, f"given twice, as '{key}' and as 'model': {{'{key}': ...}}", given[key])

@@ -276,6 +276,9 @@ class RolloutWorker:
         self.encode = ObsEncoder(self.envs.single_observation_space)
         self._shares_policy = policy is not None  # the learner's own: its fragments are always current
         self.policy = policy if policy is not None else policy_factory(**policy_kwargs)
+        bind_worker = getattr(self.policy, "bind_worker", None)
+        if bind_worker is not None:  # e.g. DQN's per-worker exploration
+            bind_worker(worker_index)
         if single_thread and "torch" in sys.modules:  # a torch policy: one thread per rollout actor
             sys.modules["torch"].set_num_threads(1)
         self.weights_version = -1

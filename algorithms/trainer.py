@@ -1,7 +1,8 @@
 """The base of distributed trainers: a Trainable that owns a group of rollout actors.
 
-``DistributedTrainer`` does what every on-policy trainer needs and leaves the algorithm to a
-subclass (``algorithms/ppo.py``):
+``DistributedTrainer`` does what every trainer needs and leaves the algorithm to a subclass
+(on-policy: ``algorithms/ppo.py``; off-policy, with a replay buffer: ``algorithms/dqn.py``,
+``algorithms/sac.py``):
 
 * config: defaults, aliases, unknown keys and bad values rejected with the key named;
 * ``default_resource_request``: bundle 0 for the learner (the trial actor), one bundle per
@@ -13,8 +14,10 @@ subclass (``algorithms/ppo.py``):
   fragment collection, and replacement of an actor that died;
 * the metric window (the last 100 completed episodes), counters, timings and checkpoints.
 
-A subclass provides ``postprocess_fragments`` (the train batch made of the fragments, in the
-learner), ``build_learner``, ``learn_on_batch``, and the state of its learner; ``build_policy``
+An iteration is ``training_step``: by default (on-policy) it samples ``train_batch_size`` env
+steps, and the subclass's ``postprocess_fragments`` makes them a train batch for its
+``learn_on_batch``; an off-policy trainer overrides it (sample into a replay buffer, learn from
+that). A subclass provides ``build_learner`` and the state of its learner; ``build_policy``
 builds the model of the contract (``algorithms/models.py``) unless the subclass has its own
 (``examples/a2c.py`` is an algorithm in one page).
 """
@@ -30,7 +33,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from algorithms import layout
-from algorithms.learner_config import _is_int, _is_number, check_learner_keys, resolve_model
+from algorithms.learner_config import MODEL_DEFAULTS, _is_int, _is_number, check_learner_keys, resolve_model
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
 from algorithms.worker_group import WorkerGroup
 from tuner.trainable.trainable import Trainable
@@ -58,6 +61,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # arrive, each actor keeps this many requests queued (RLlib APPO's; WorkerGroup.sample)
     "max_requests_in_flight_per_worker": None,
     "seed": None,  # None: drawn at setup (and saved in checkpoints)
+    # episode_return_mean & co. are over the last this many completed episodes (RLlib's key)
+    "metrics_num_episodes_for_smoothing": 100,
     "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
     "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
     # the learner: GPUs of bundle 0 (the learner runs on CUDA when it has one; rollout actors on CPU)
@@ -111,6 +116,8 @@ class DistributedTrainer(Trainable):
     )
     #: Top-level keys that stand for options of the built-in model (see ``learner_config.resolve_model``).
     _model_shorthands: ClassVar[tuple[str, ...]] = ()
+    #: The built-in model's default options for this trainer.
+    _model_defaults: ClassVar[dict[str, Any]] = MODEL_DEFAULTS
 
     # -- config --------------------------------------------------------------------------------
     @classmethod
@@ -133,7 +140,7 @@ class DistributedTrainer(Trainable):
             given[name] = value
         resolved.update(given)
         cls._validate_common(resolved)
-        resolve_model(resolved, given, cls._model_shorthands)
+        resolve_model(resolved, given, cls._model_shorthands, cls._model_defaults)
         check_learner_keys(resolved)
         if resolved["num_workers"] == "auto":
             resolved[LAYOUT_REASON] = layout.resolve(resolved, given)
@@ -157,6 +164,8 @@ class DistributedTrainer(Trainable):
         check(requests is None or (_is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
               "must be None (asynchronous sampling streams) or an int >= 1", requests)
         check(c["seed"] is None or (_is_int(c["seed"]) and c["seed"] >= 0), "seed", "must be None or an int >= 0", c["seed"])
+        window = c["metrics_num_episodes_for_smoothing"]
+        check(_is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
         for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
             check(_is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
 
@@ -250,8 +259,9 @@ class DistributedTrainer(Trainable):
         self.env = resolve_env(c["env"])
         self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])
         self.env_steps_total = 0
+        self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
         self._layout = sampling_layout(c)
-        self.window = EpisodeWindow(100)
+        self.window = EpisodeWindow(c["metrics_num_episodes_for_smoothing"])
         rollout = self.rollout_policy(self.observation_space, self.action_space) if c["num_workers"] else None
         if rollout is not None:
             # The rollout actors' processes start now: they are the longer part of a trial's start.
@@ -322,39 +332,64 @@ class DistributedTrainer(Trainable):
             )
         return "cuda"
 
-    def fragment_length(self) -> tuple[int, int]:
-        """(vector steps per fragment, fragments per iteration) for ``train_batch_size`` env steps."""
+    def fragment_length(self, env_steps: int | None = None) -> tuple[int, int]:
+        """(vector steps per fragment, fragments) for ``env_steps`` env steps (default
+        ``train_batch_size``), spread over the workers and their envs."""
         c = self.cfg
         workers = max(1, c["num_workers"])
-        steps = math.ceil(c["train_batch_size"] / (workers * c["num_envs_per_worker"]))
+        env_steps = c["train_batch_size"] if env_steps is None else env_steps
+        steps = math.ceil(env_steps / (workers * c["num_envs_per_worker"]))
         return steps, workers
+
+    # -- one iteration ------------------------------------------------------------------------
+    def sample(self, env_steps: int) -> list[dict[str, Any]]:
+        """Fragments holding about ``env_steps`` env steps (reset steps included) from the rollout
+        workers: streamed, or sampled on request (synchronously or not, per the config); timed
+        into the iteration's ``sample_time_s``."""
+        start = time.perf_counter()
+        if self._streams():
+            fragments = self.workers.stream(env_steps)
+        else:
+            num_steps, num_fragments = self.fragment_length(env_steps)
+            requests = self.cfg["max_requests_in_flight_per_worker"] or 1
+            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests)
+        self._this_iter["sample_time_s"] += time.perf_counter() - start
+        return fragments
+
+    def count_batch(self, env_steps: int, episode_returns: np.ndarray, episode_lens: np.ndarray) -> None:
+        """Count a batch's env steps (transitions) and the episodes that ended in it."""
+        self.env_steps_total += env_steps
+        self._this_iter["env_steps"] += env_steps
+        self._this_iter["episodes"] += len(episode_returns)
+        self.window.add(episode_returns, episode_lens)
+
+    def training_step(self) -> dict[str, Any]:
+        """One iteration's work, returning the learner's metrics: on-policy, sample
+        ``train_batch_size`` env steps, make them a batch, learn on it, publish the weights.
+        An off-policy trainer samples into its replay buffer and learns from that instead."""
+        fragments = self.sample(self.cfg["train_batch_size"])
+        batch = self.postprocess_fragments(fragments)
+        self.count_batch(int(batch["env_steps"]), batch["episode_returns"], batch["episode_lens"])
+        metrics = self.learn_on_batch(batch)
+        self.workers.set_weights(self.policy.get_weights)
+        return metrics
 
     def step(self) -> dict[str, Any]:
         start = time.perf_counter()
-        num_steps, num_fragments = self.fragment_length()
         first = self.workers.start_s is None
-        if self._streams():
-            fragments = self.workers.stream(self.cfg["train_batch_size"])
-        else:
-            requests = self.cfg["max_requests_in_flight_per_worker"] or 1
-            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests)
-        sampled = time.perf_counter()
-        batch = self.postprocess_fragments(fragments)
-        env_steps = int(batch["env_steps"])
-        self.env_steps_total += env_steps
-        self.window.add(batch["episode_returns"], batch["episode_lens"])
-        learn_metrics = self.learn_on_batch(batch)
-        self.workers.set_weights(self.policy.get_weights)
+        self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
+        learn_metrics = self.training_step()
         end = time.perf_counter()
+        env_steps, sample_s = self._this_iter["env_steps"], self._this_iter["sample_time_s"]
         result = {
             **self.window.metrics(),
-            "episodes_this_iter": int(len(batch["episode_returns"])),
+            "episodes_this_iter": self._this_iter["episodes"],
             "episodes_total": self.window.episodes_total,
             "env_steps_this_iter": env_steps,
             "env_steps_total": self.env_steps_total,
             "env_steps_per_s": env_steps / max(end - start, 1e-9),
-            "sample_time_s": sampled - start,
-            "learn_time_s": end - sampled,
+            "sample_time_s": sample_s,
+            "learn_time_s": end - start - sample_s,
             "num_worker_restarts": self.workers.num_restarts,
             "sampling_layout": self._layout,
             "learner": self.learner_name,

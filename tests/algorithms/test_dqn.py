@@ -1,0 +1,158 @@
+"""DQN: config errors, the double-Q target by hand, per-worker exploration, checkpoints with and
+without the replay buffer, a killed rollout actor, ASHA and PBT sweeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from algorithms import DQN
+from schedulers import ASHAScheduler, PopulationBasedTraining
+from tuner import tune
+
+SMALL = {"env": "CartPole-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "train_freq": 16,
+         "gradient_steps": 4, "learning_starts": 32, "target_network_update_freq": 64,
+         "replay_buffer_config": {"capacity": 1000}, "num_cpus_per_worker": 0.25, "num_cpus_for_learner": 0.5}
+
+
+def test_unknown_key_names_itself_and_lists_allowed_keys():
+    with pytest.raises(ValueError, match=r"DQN config: unknown key 'clip_param'; allowed keys: \[.*'double_q'"):
+        DQN(config={"env": "CartPole-v1", "clip_param": 0.2})
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("train_freq", 0, "must be an int >= 1"),
+    ("n_step", 1.5, "must be an int >= 1"),
+    ("replay_buffer_config", {"size": 10}, r"must be \{'capacity': int >= 1\}"),
+    ("epsilon", [[0, 1.0], [10, 2.0]], r"values must be in \[0, 1\]"),
+    ("epsilon", 0.1, r"must be a list of \[env_steps, value\] pairs"),
+    ("tau", 0, r"must be in \(0, 1\]"),
+    ("double_q", "yes", "must be True or False"),
+    ("store_buffer_in_checkpoints", 1, "must be True or False"),
+    ("metrics_num_episodes_for_smoothing", 0, "must be an int >= 1"),
+    ("model", {"shared_layers": True}, "DQN's networks share no layers"),
+])
+def test_bad_values_name_their_key(key, value, match):
+    name = "model.shared_layers" if key == "model" else key
+    with pytest.raises(ValueError, match=rf"config key '{name}': {match}"):
+        DQN(config={"env": "CartPole-v1", key: value})
+
+
+def test_a_continuous_action_space_is_one_error_naming_env():
+    with pytest.raises(ValueError, match=r"config key 'env': DQN needs a Discrete action space"):
+        DQN(config={"env": "Pendulum-v1", **{k: v for k, v in SMALL.items() if k != "env"}})
+
+
+def test_the_update_descends_the_huber_loss_to_the_double_q_target_computed_by_hand():
+    trainer = DQN(config={**SMALL, "seed": 0, "lr": 1e-3, "max_grad_norm": None, "n_step": 1})
+    try:
+        rng = np.random.default_rng(0)
+        batch = {"obs": rng.normal(size=(8, 4)).astype(np.float32), "actions": rng.integers(0, 2, 8),
+                 "rewards": rng.normal(size=8).astype(np.float32),
+                 "next_obs": rng.normal(size=(8, 4)).astype(np.float32),
+                 "discounts": np.where(rng.random(8) < 0.3, 0.0, 0.99).astype(np.float32)}
+        tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
+        net, target = trainer.policy.network, trainer.policy.target
+        with torch.no_grad():
+            target.body[0].weight.add_(0.5)  # the target network differs from the online one
+            best = net(tensors["next_obs"]).argmax(-1)  # double Q: the online network chooses ...
+            next_value = target(tensors["next_obs"])[torch.arange(8), best]  # ... the target network values
+            y = tensors["rewards"] + tensors["discounts"] * next_value
+            q = net(tensors["obs"])[torch.arange(8), tensors["actions"]]
+            expected = torch.where((q - y).abs() < 1, 0.5 * (q - y) ** 2, (q - y).abs() - 0.5).mean()
+        before = [p.detach().clone() for p in net.parameters()]
+        stats = trainer.update(tensors)
+        assert float(stats["td_loss"]) == pytest.approx(float(expected), rel=1e-5)
+        assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    finally:
+        trainer.stop()
+
+
+def test_cartpole_learns_in_process_and_reports_its_metrics():
+    trainer = DQN(config={"env": "CartPole-v1", "seed": 0, "min_sample_timesteps_per_iteration": 1000,
+                          "lr": 2.3e-3, "train_batch_size": 64, "train_freq": 256, "gradient_steps": 128,
+                          "target_network_update_freq": 10, "learning_starts": 1000,
+                          "epsilon": [[0, 1.0], [8000, 0.04]], "dueling": False, "double_q": False,
+                          "max_grad_norm": 10.0})
+    try:
+        results = [trainer.train() for _ in range(15)]
+    finally:
+        trainer.stop()
+    last = results[-1]
+    assert last["sampling_layout"] == "in the learner: 1 envs" and last["learner"] == "torch"
+    assert last["env_steps_total"] >= 15_000 and last["num_updates"] > 0 and last["epsilon"] == pytest.approx(0.04)
+    assert results[0]["episode_return_mean"] < 40 < last["episode_return_mean"]  # random play is ~22
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_each_rollout_actor_explores_with_its_own_epsilon_and_a_killed_one_is_replaced():
+    import ray
+
+    trainer = DQN(config={**SMALL, "seed": 0, "num_workers": 3, "epsilon": [[0, 0.5], [10, 0.5]]})
+    try:
+        trainer.train()
+        epsilons = [ray.get(actor.__ray_call__.remote(lambda worker: worker.policy.epsilon))
+                    for _, actor in sorted(trainer.workers.actors.items())]
+        assert epsilons == pytest.approx([0.5, 0.5 ** 4.5, 0.5 ** 8])  # Ape-X: eps ** (1 + 7 (i-1)/(N-1))
+        victim = trainer.workers.actors[2]
+        ray.kill(victim)
+        result = trainer.train()
+        assert result["num_worker_restarts"] == 1 and trainer.workers.actors[2] is not victim
+        assert result["env_steps_this_iter"] >= 64
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("store_buffer", [True, False], ids=["with-buffer", "without-buffer"])
+def test_checkpoint_round_trip(tmp_path, store_buffer):
+    config = {**SMALL, "seed": 0, "store_buffer_in_checkpoints": store_buffer, "learning_starts": 200}
+    trainer = DQN(config=config)
+    try:
+        for _ in range(4):
+            trainer.train()
+        saved = trainer.save(str(tmp_path))
+        obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
+        actions = trainer.compute_actions(obs, explore=False)
+        size, updates = len(trainer.buffer), trainer.num_updates
+        assert updates > 0
+    finally:
+        trainer.stop()
+    restored = DQN(config=config)
+    try:
+        restored.restore(saved)
+        np.testing.assert_array_equal(restored.compute_actions(obs, explore=False), actions)
+        assert restored.env_steps_total == trainer.env_steps_total and restored.num_updates == updates
+        result = restored.train()
+        if store_buffer:  # it learns at once, from the buffer it had
+            assert len(restored.buffer) == min(size + result["env_steps_this_iter"], 1000)
+            assert result["num_updates"] > updates
+        else:  # it refills before learning: 64 new steps are fewer than learning_starts
+            assert result["replay_size"] == result["env_steps_this_iter"] and result["num_updates"] == updates
+    finally:
+        restored.stop()
+
+
+def test_asha_sweep(ray_session, tmp_path):
+    analysis = tune.run("DQN", config={**SMALL, "lr": tune.grid_search([1e-4, 1e-3, 3e-3, 1e-2])},
+                        scheduler=ASHAScheduler(time_attr="env_steps_total", max_t=512, grace_period=128,
+                                                reduction_factor=2),
+                        metric="episode_return_mean", mode="max", stop={"env_steps_total": 512},
+                        storage_path=str(tmp_path), name="asha", verbose=0)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
+    steps = sorted(t.last_result["env_steps_total"] for t in analysis.trials)
+    assert steps[0] < 512 <= steps[-1]  # some trials were cut, the best ran to the end
+
+
+def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path):
+    # synchronous: the whole population meets at each perturbation point, so the bottom half
+    # always exploits the top half, however unevenly the trials ran on a loaded machine
+    scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
+                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]}, seed=0, synch=True)
+    analysis = tune.run("DQN", config={**SMALL, "seed": tune.grid_search([0, 1]), "lr": tune.grid_search([1e-4, 3e-3])},
+                        scheduler=scheduler, stop={"training_iteration": 6}, metric="episode_return_mean", mode="max",
+                        storage_path=str(tmp_path), name="pbt", verbose=0)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
+    assert analysis.exploits, "no trial exploited another"
+    for trial in analysis.trials:  # the restored trial learns with its own (perturbed) lr
+        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
