@@ -326,10 +326,13 @@ class SAC(OffPolicyTrainer):
         qs = policy.critic(obs, actions)
         critic_loss = 0.5 * sum(torch.nn.functional.mse_loss(q, y) for q in qs)
         self._step(optimizers["critic"], critic_loss, policy.critic)
-        # actor: the soft policy improvement step, through the updated critics
+        # actor: the soft policy improvement step, through the updated critics (held fixed: their
+        # weights' gradients would be thrown away, and they are a third of the update's work)
+        policy.critic.requires_grad_(False)
         q_pi = torch.stack(policy.critic(obs, pi_actions)).min(0).values
         actor_loss = (alpha * logp - q_pi).mean()
         self._step(optimizers["actor"], actor_loss, policy.actor)
+        policy.critic.requires_grad_(True)
         with torch.no_grad():
             for t, p in zip(policy.target.parameters(), policy.critic.parameters()):
                 t.lerp_(p, self.cfg["tau"])
