@@ -1,0 +1,166 @@
+"""SAC: config errors, the squashed Gaussian's log-density, the update's targets by hand, bounds,
+checkpoints with and without the replay buffer, a killed rollout actor, ASHA and PBT sweeps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from algorithms import SAC
+from algorithms.sac import squashed_sample
+from schedulers import ASHAScheduler, PopulationBasedTraining
+from tuner import tune
+
+SMALL = {"env": "Pendulum-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "train_freq": 16,
+         "gradient_steps": 4, "learning_starts": 32, "train_batch_size": 32, "replay_buffer_config": {"capacity": 1000},
+         "num_cpus_per_worker": 0.25, "num_cpus_for_learner": 0.5}
+
+
+def test_unknown_key_names_itself_and_lists_allowed_keys():
+    with pytest.raises(ValueError, match=r"SAC config: unknown key 'epsilon'; allowed keys: \[.*'initial_alpha'"):
+        SAC(config={"env": "Pendulum-v1", "epsilon": 0.1})
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("tau", 1.5, r"must be in \(0, 1\]"),
+    ("initial_alpha", 0, "must be a number > 0"),
+    ("target_entropy", "high", "must be 'auto'"),
+    ("twin_q", 2, "must be True or False"),
+    ("gradient_steps", 0, "must be an int >= 1"),
+    ("num_steps_sampled_before_learning_starts", -1, "must be an int >= 0"),
+])
+def test_bad_values_name_their_key(key, value, match):
+    with pytest.raises(ValueError, match=rf"config key '{key}': {match}"):
+        SAC(config={"env": "Pendulum-v1", key: value})
+
+
+def test_a_discrete_action_space_is_one_error_naming_env():
+    with pytest.raises(ValueError, match=r"config key 'env': SAC needs a bounded Box action space"):
+        SAC(config={**SMALL, "env": "CartPole-v1"})
+
+
+def test_the_squashed_gaussian_log_density_is_the_textbook_one():
+    # log pi(tanh u) = log N(u; mean, std) - sum log(1 - tanh(u)^2), where 1 - tanh(u)^2 = 1 / cosh(u)^2,
+    # in float64 for reference (1 - tanh(u)^2 itself rounds to 0 for |u| > 19)
+    from torch.distributions import Normal
+
+    g = torch.Generator().manual_seed(0)
+    mean, log_std, noise = (torch.randn(64, 3, generator=g) for _ in range(3))
+    actions, logp = squashed_sample(mean, log_std, noise)
+    u = (mean + log_std.exp() * noise).double()
+    reference = Normal(mean.double(), log_std.exp().double()).log_prob(u).sum(-1) + 2 * torch.log(torch.cosh(u)).sum(-1)
+    torch.testing.assert_close(actions, torch.tanh(mean + log_std.exp() * noise))
+    torch.testing.assert_close(logp.double(), reference, rtol=1e-4, atol=1e-3)
+
+
+def test_the_critics_descend_to_the_soft_bellman_target_computed_by_hand():
+    trainer = SAC(config={**SMALL, "seed": 0, "initial_alpha": 0.5})
+    try:
+        rng = np.random.default_rng(0)
+        batch = {"obs": rng.normal(size=(8, 3)).astype(np.float32),
+                 "actions": rng.uniform(-1, 1, size=(8, 1)).astype(np.float32),
+                 "rewards": rng.normal(size=8).astype(np.float32),
+                 "next_obs": rng.normal(size=(8, 3)).astype(np.float32),
+                 "discounts": np.where(rng.random(8) < 0.3, 0.0, 0.99).astype(np.float32)}
+        tensors = {k: torch.from_numpy(v) for k, v in batch.items()}
+        policy = trainer.policy
+        state = trainer.torch_rng.get_state()
+        with torch.no_grad():
+            torch.randn((8, 1), generator=trainer.torch_rng)  # the update's first draw: the actions for the actor
+            # the temperature steps first (Adam's first step moves log alpha by -lr * sign(grad))
+            mean, log_std = policy.actor(tensors["obs"])
+            _, logp = squashed_sample(mean, log_std, torch.randn((8, 1), generator=torch.Generator().set_state(state)))
+            grad = -(logp + trainer.target_entropy).mean()
+            alpha = math.exp(math.log(0.5) - trainer.cfg["lr"] * float(torch.sign(grad)))
+            next_mean, next_log_std = policy.actor(tensors["next_obs"])
+            next_actions, next_logp = squashed_sample(next_mean, next_log_std, torch.randn((8, 1), generator=trainer.torch_rng))
+            next_q = torch.minimum(*policy.target(tensors["next_obs"], next_actions))
+            y = tensors["rewards"] + tensors["discounts"] * (next_q - alpha * next_logp)
+            q1, q2 = policy.critic(tensors["obs"], tensors["actions"])
+            expected = 0.5 * (((q1 - y) ** 2).mean() + ((q2 - y) ** 2).mean())
+        trainer.torch_rng.set_state(state)
+        target_before = [p.clone() for p in policy.target.parameters()]
+        stats = trainer.update(tensors)
+        assert float(stats["alpha"]) == pytest.approx(alpha, rel=1e-5)
+        assert float(stats["critic_loss"]) == pytest.approx(float(expected), rel=1e-4)
+        tau = trainer.cfg["tau"]
+        for before, t, p in zip(target_before, policy.target.parameters(), policy.critic.parameters()):
+            torch.testing.assert_close(t, before + tau * (p - before))  # Polyak after the update
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_rollout_actors_act_within_bounds_and_a_killed_one_is_replaced():
+    import ray
+
+    trainer = SAC(config={**SMALL, "seed": 0, "num_workers": 2})
+    try:
+        first = trainer.train()
+        actions = trainer.buffer.state()["actions"]
+        assert first["replay_size"] == len(actions) > 0
+        assert np.all(np.abs(actions) <= 1.0)  # squashed actions in the buffer; the env got them scaled
+        victim = trainer.workers.actors[1]
+        ray.kill(victim)
+        result = trainer.train()
+        assert result["num_worker_restarts"] == 1 and trainer.workers.actors[1] is not victim
+        assert result["num_updates"] > first["num_updates"]
+    finally:
+        trainer.stop()
+    env_actions = trainer.compute_actions(np.zeros((5, 3), np.float32), explore=True, seed=0)
+    assert env_actions.shape == (5, 1) and np.all(np.abs(env_actions) <= 2.0)  # Pendulum's torque bounds
+
+
+@pytest.mark.parametrize("store_buffer", [True, False], ids=["with-buffer", "without-buffer"])
+def test_checkpoint_round_trip(tmp_path, store_buffer):
+    config = {**SMALL, "seed": 0, "store_buffer_in_checkpoints": store_buffer, "learning_starts": 100}
+    trainer = SAC(config=config)
+    try:
+        for _ in range(3):
+            trainer.train()
+        saved = trainer.save(str(tmp_path))
+        obs = np.random.default_rng(1).normal(size=(16, 3)).astype(np.float32)
+        actions = trainer.compute_actions(obs, explore=False)
+        alpha, updates = float(trainer.policy.log_alpha.detach().exp()), trainer.num_updates
+    finally:
+        trainer.stop()
+    restored = SAC(config=config)
+    try:
+        restored.restore(saved)
+        np.testing.assert_allclose(restored.compute_actions(obs, explore=False), actions)
+        assert float(restored.policy.log_alpha.detach().exp()) == pytest.approx(alpha) and restored.num_updates == updates
+        result = restored.train()
+        if store_buffer:
+            assert result["num_updates"] > updates
+        else:  # it refills before learning: 64 new steps are fewer than learning_starts
+            assert result["replay_size"] == result["env_steps_this_iter"] and result["num_updates"] == updates
+    finally:
+        restored.stop()
+
+
+def test_asha_sweep(ray_session, tmp_path):
+    analysis = tune.run("SAC", config={**SMALL, "lr": tune.grid_search([1e-4, 1e-3, 3e-3, 1e-2])},
+                        scheduler=ASHAScheduler(time_attr="env_steps_total", max_t=512, grace_period=128,
+                                                reduction_factor=2),
+                        metric="episode_return_mean", mode="max", stop={"env_steps_total": 512},
+                        storage_path=str(tmp_path), name="asha", verbose=0)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
+    steps = sorted(t.last_result["env_steps_total"] for t in analysis.trials)
+    assert steps[0] < 512 <= steps[-1]
+
+
+def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path):
+    scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
+                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]}, seed=0, synch=True)
+    # an iteration of 200 env steps ends one Pendulum episode: every trial has a score at every point
+    analysis = tune.run("SAC", config={**SMALL, "seed": tune.grid_search([0, 1]), "lr": tune.grid_search([1e-4, 3e-3]),
+                                       "metrics_num_episodes_for_smoothing": 1, "min_sample_timesteps_per_iteration": 200},
+                        scheduler=scheduler, stop={"training_iteration": 6}, metric="episode_return_mean", mode="max",
+                        storage_path=str(tmp_path), name="pbt", verbose=0)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
+    assert analysis.exploits, "no trial exploited another"
+    for trial in analysis.trials:
+        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
