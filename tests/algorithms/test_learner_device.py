@@ -52,3 +52,16 @@ def test_the_learner_runs_on_cuda_and_its_rollout_actors_on_cpu(ray_session, mod
     finally:
         on_gpu.stop()
         on_cpu.stop()
+
+
+@cuda
+@pytest.mark.parametrize("name, env", [("DQN", "CartPole-v1"), ("SAC", "Pendulum-v1")])
+def test_off_policy_learners_run_on_cuda_with_rollout_actors_on_cpu(ray_session, name, env, tmp_path):
+    """The networks and the replayed minibatches on the GPU; the actors act on CPU copies."""
+    config = {"env": env, "seed": 0, "num_gpus_for_learner": 1, "num_workers": 2, "hidden_sizes": [64],
+              "min_sample_timesteps_per_iteration": 256, "train_freq": 64, "gradient_steps": 16, "learning_starts": 128}
+    analysis = tune.run(name, config=config, stop={"env_steps_total": 2048}, storage_path=str(tmp_path), name="cuda",
+                        checkpoint_at_end=True, verbose=0)
+    trial = analysis.trials[0]
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.last_result["learner_device"].startswith("cuda") and trial.last_result["num_updates"] > 0

@@ -1,0 +1,491 @@
+"""DQN on CartPole-v1 and SAC on Pendulum-v1: env steps and wall time until a return rule holds,
+ours next to Stable-Baselines3 with rl-zoo's hyperparameters, in the same run.
+
+The rules (the acceptance of the off-policy trainers), each on every seed (default 0, 1, 2):
+
+* DQN, CartPole-v1: the mean return of the last 100 completed episodes reaches 400 within
+  100,000 env steps.
+* SAC, Pendulum-v1: the mean return of the last 10 completed episodes reaches -200 within
+  20,000 env steps (ours: ``metrics_num_episodes_for_smoothing=10``).
+
+and ours at least as sample-efficient as SB3 (median env steps to the rule, ours / SB3 <= 1) and
+faster (median wall time to the rule, SB3 / ours > 1). Per seed the script prints the env steps at
+which the rule first held (or "not within <cap>"), the wall time to that moment and the run's total
+wall time, for both systems, then medians and the ratios.
+
+Same work for both
+------------------
+SB3 runs ``DQN`` / ``SAC("MlpPolicy", make_vec_env(env, n_envs=1, seed=s), seed=s, device="cpu")``
+with rl-zoo's hyperparameters (``DQN_ZOO``, ``SAC_ZOO``: rl-zoo's values, and SB3's defaults that
+matter written out). Ours runs ``DQN`` / ``SAC`` with the same values under our keys, mapped in code
+by ``ours_dqn_config`` / ``ours_sac_config``, sampling in the learner's process from one env
+(``num_workers=0, num_envs_per_worker=1``: rl-zoo uses one env for both). The mapping:
+
+DQN (rl-zoo CartPole-v1)                        ours
+  learning_rate 2.3e-3                          lr
+  batch_size 64                                 train_batch_size
+  buffer_size 100,000                           replay_buffer_config={"capacity": 100_000}
+  learning_starts 1000                          num_steps_sampled_before_learning_starts
+  gamma 0.99                                    gamma
+  train_freq 256, gradient_steps 128            train_freq, gradient_steps (the same cadence)
+  exploration 1.0 -> 0.04 linearly over         epsilon [[0, 1.0], [0.16 * T, 0.04]], T the same
+    exploration_fraction 0.16 of the            step cap (100,000: [[0, 1.0], [16000, 0.04]]);
+    total_timesteps T passed to learn()           both get T = the step cap
+  target_update_interval 10 (env steps)         target_network_update_freq 10, tau 1.0 (a copy)
+  net_arch [256, 256], relu                     hidden_sizes [256, 256], activation relu
+  SB3 defaults: Huber loss, max_grad_norm 10,   max_grad_norm 10, double_q False, dueling False,
+    no double Q, no dueling, 1-step targets,      n_step 1, optimizer adam with
+    Adam (eps 1e-8)                               optimizer_config {"eps": 1e-8} (our default 1e-5)
+
+SB3 syncs the target network every 10 env steps *while collecting*, when the network does not
+change, so with train_freq 256 it is one sync per round, before the round's 128 updates; ours syncs
+after a round's updates once 10 env steps have passed since the last sync, i.e. after every round.
+Either way a round's updates use the network as the previous round left it. Differences left: SB3
+takes uniformly random actions for its first ``learning_starts`` steps (ours follows the schedule,
+epsilon >= 0.94 there) and updates epsilon at every env step (ours at every round).
+
+SAC (rl-zoo Pendulum-v1: learning_rate 1e-3, n_timesteps 20,000; SB3's defaults otherwise)
+  learning_rate 1e-3 (actor, critics, temp.)    lr
+  buffer_size 1e6, learning_starts 100          replay_buffer_config, num_steps_sampled_before_learning_starts
+  batch_size 256, tau 0.005, gamma 0.99         train_batch_size, tau, gamma
+  train_freq 1, gradient_steps 1                train_freq, gradient_steps
+  ent_coef "auto" (initial 1.0),                initial_alpha 1.0, target_entropy "auto" (-1)
+    target_entropy "auto"
+  net_arch [256, 256] relu, twin critics        hidden_sizes, activation, twin_q True
+  Adam (eps 1e-8), no gradient clipping         optimizer_config {"eps": 1e-8}, max_grad_norm None
+
+Both count env steps the same way: transitions (SB3's ``num_timesteps`` with one env; ours'
+``env_steps_total``, which leaves out gymnasium's NEXT_STEP reset slots). Ours runs a round per
+``train_freq`` *slots*, reset slots included, so it makes slightly more updates per transition
+than SB3 (DQN: a few % while CartPole's episodes are short; SAC: 201 updates per 200-step episode).
+
+When the rule is checked
+------------------------
+Both at the same points: after each round (``train_freq`` env steps and their updates). Ours checks
+``episode_return_mean`` of each ``trainer.train()`` result, with ``min_sample_timesteps_per_iteration``
+1 for DQN (an iteration is one round of 256 env steps) and 200 for SAC (an iteration ends at each
+Pendulum episode's end, every 200 steps: the only moments the 10-episode mean changes). SB3's
+callback reads its Monitor's episode returns, evaluates the rule at ``on_rollout_end`` (the round's
+env steps) and takes the time at the next ``on_rollout_start`` (after the round's updates, as ours).
+For DQN the script also prints the step at which SB3's rule held at an episode end, inside a round:
+a finer check than ours can make (ours reports no per-episode step), shown, not compared.
+
+Wall time runs from before the trainer / model (and SB3's env) is built to the moment the rule holds;
+"total" to the end of the run. ``--stop-at-solve`` (default): both stop when their rule holds;
+``--no-stop-at-solve``: both run to the step cap (totals then compare the whole budget). Torch uses
+``--threads`` threads in both (ours: ``num_cpus_for_learner``, whose int() is its torch threads;
+SB3: ``torch.set_num_threads``; the script checks ours took it). Systems alternate per seed (ours
+seed 0, SB3 seed 0, ours seed 1, ...) so that load from other processes hits both alike, after an
+untimed warm-up run of each (a few steps: imports, first kernels).
+
+    python benchmarks/off_policy.py                          # both algorithms, 3 seeds: ~15-25 min on 2 cores
+    python benchmarks/off_policy.py --algos dqn --seeds 0    # one seed of DQN
+    python benchmarks/off_policy.py --no-sb3 --quick         # ours only, tiny budgets (the smoke test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+import time
+import warnings
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+#: rl-zoo's DQN CartPole-v1 hyperparameters (SB3's names), SB3's defaults that matter made explicit.
+DQN_ZOO: dict[str, Any] = {
+    "learning_rate": 2.3e-3,
+    "batch_size": 64,
+    "buffer_size": 100_000,
+    "learning_starts": 1000,
+    "gamma": 0.99,
+    "target_update_interval": 10,
+    "train_freq": 256,
+    "gradient_steps": 128,
+    "exploration_fraction": 0.16,
+    "exploration_final_eps": 0.04,
+    "policy_kwargs": {"net_arch": [256, 256]},
+    # SB3 defaults
+    "exploration_initial_eps": 1.0,
+    "max_grad_norm": 10.0,
+    "tau": 1.0,
+}
+
+#: rl-zoo's SAC Pendulum-v1 hyperparameters (learning_rate only), SB3's defaults written out.
+SAC_ZOO: dict[str, Any] = {
+    "learning_rate": 1e-3,
+    # SB3 defaults
+    "buffer_size": 1_000_000,
+    "learning_starts": 100,
+    "batch_size": 256,
+    "tau": 0.005,
+    "gamma": 0.99,
+    "train_freq": 1,
+    "gradient_steps": 1,
+    "ent_coef": "auto",
+    "target_entropy": "auto",
+    "policy_kwargs": {"net_arch": [256, 256]},
+}
+
+#: Adam's eps in SB3's DQN and SAC (torch's default; our trainers default to 1e-5, PPO's).
+SB3_ADAM_EPS = 1e-8
+
+
+def ours_dqn_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """Our DQN config doing what SB3's ``DQN(**hp).learn(total_timesteps=total_steps)`` does."""
+    decay_end = round(hp["exploration_fraction"] * total_steps)  # SB3: a fraction of total_timesteps
+    return {
+        "env": "CartPole-v1",
+        "num_workers": 0,
+        "num_envs_per_worker": 1,
+        "lr": hp["learning_rate"],
+        "train_batch_size": hp["batch_size"],
+        "replay_buffer_config": {"capacity": hp["buffer_size"]},
+        "num_steps_sampled_before_learning_starts": hp["learning_starts"],
+        "gamma": hp["gamma"],
+        "train_freq": hp["train_freq"],
+        "gradient_steps": hp["gradient_steps"],
+        "epsilon": [[0, hp["exploration_initial_eps"]], [decay_end, hp["exploration_final_eps"]]],
+        # SB3 copies the target every target_update_interval env steps of collection: once per round
+        # when train_freq >= it; ours copies after a round once this many env steps have passed
+        "target_network_update_freq": hp["target_update_interval"],
+        "tau": hp["tau"],
+        "hidden_sizes": list(hp["policy_kwargs"]["net_arch"]),
+        "activation": "relu",
+        "double_q": False,
+        "dueling": False,
+        "n_step": 1,
+        "max_grad_norm": float(hp["max_grad_norm"]),
+        "optimizer": "adam",
+        "optimizer_config": {"eps": SB3_ADAM_EPS},
+        "metrics_num_episodes_for_smoothing": 100,
+        "min_sample_timesteps_per_iteration": 1,  # an iteration is one round: the rule is checked after each
+    }
+
+
+def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """Our SAC config doing what SB3's ``SAC(**hp)`` does (``total_steps`` changes nothing here)."""
+    assert hp["ent_coef"] == "auto" and hp["target_entropy"] == "auto", "mapped: auto temperature from 1.0"
+    return {
+        "env": "Pendulum-v1",
+        "num_workers": 0,
+        "num_envs_per_worker": 1,
+        "lr": hp["learning_rate"],
+        "replay_buffer_config": {"capacity": hp["buffer_size"]},
+        "num_steps_sampled_before_learning_starts": hp["learning_starts"],
+        "train_batch_size": hp["batch_size"],
+        "tau": hp["tau"],
+        "gamma": hp["gamma"],
+        "train_freq": hp["train_freq"],
+        "gradient_steps": hp["gradient_steps"],
+        "initial_alpha": 1.0,  # SB3's ent_coef="auto" starts at 1.0
+        "target_entropy": "auto",
+        "twin_q": True,
+        "hidden_sizes": list(hp["policy_kwargs"]["net_arch"]),
+        "activation": "relu",
+        "n_step": 1,
+        "max_grad_norm": None,
+        "optimizer": "adam",
+        "optimizer_config": {"eps": SB3_ADAM_EPS},
+        "metrics_num_episodes_for_smoothing": 10,
+        # Pendulum's episodes are 200 steps: an iteration ends at each episode's end
+        "min_sample_timesteps_per_iteration": 200,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One algorithm's comparison: env, rule, step cap, hyperparameters and their mapping."""
+
+    name: str  # our class and SB3's
+    env: str
+    target: float  # the rule: mean return of the last `window` episodes >= target
+    window: int
+    max_steps: int
+    zoo: dict[str, Any]
+    ours: Any  # (hp, total_steps) -> our config
+    warmup: dict[str, Any]  # hyperparameter changes of the untimed warm-up run
+    warmup_steps: int
+
+
+SPECS: dict[str, Spec] = {
+    "dqn": Spec("DQN", "CartPole-v1", 400.0, 100, 100_000, DQN_ZOO, ours_dqn_config,
+                {"learning_starts": 0, "train_freq": 64, "gradient_steps": 8}, 128),
+    "sac": Spec("SAC", "Pendulum-v1", -200.0, 10, 20_000, SAC_ZOO, ours_sac_config,
+                {"learning_starts": 0}, 16),
+}
+#: --quick: step caps that run ours through its first updates in a few seconds (no rule can hold).
+QUICK_STEPS = {"dqn": 2048, "sac": 400}
+
+
+def run_ours(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve: bool,
+             hp: dict[str, Any] | None = None, warmup: bool = False) -> dict[str, Any]:
+    import torch
+
+    from algorithms import DQN, SAC
+
+    cls = {"DQN": DQN, "SAC": SAC}[spec.name]
+    config = {**spec.ours(hp or spec.zoo, max_steps), "seed": seed, "num_cpus_for_learner": float(threads)}
+    if warmup:
+        config["min_sample_timesteps_per_iteration"] = max_steps
+    start = time.perf_counter()
+    trainer = cls(config=config)
+    threads_used = torch.get_num_threads()
+    solved_at = solved_wall = None
+    steps = 0
+    try:
+        while steps < max_steps:
+            result = trainer.train()
+            steps = result["env_steps_total"]
+            if solved_at is None and steps <= max_steps and result["episode_return_mean"] >= spec.target:
+                solved_at, solved_wall = steps, time.perf_counter() - start
+                if stop_at_solve:
+                    break
+    finally:
+        trainer.stop()
+    return {"steps": solved_at, "wall": solved_wall, "total": time.perf_counter() - start, "final_steps": steps,
+            "threads": threads_used}
+
+
+def run_sb3(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve: bool,
+            hp: dict[str, Any] | None = None) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    import stable_baselines3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    target, window = spec.target, spec.window
+
+    class RuleCallback(BaseCallback):
+        """The rule on the Monitor's episode returns: evaluated after each round's env steps, timed
+        after its updates (the next round's start, or the end of training); also the first episode
+        end at which it held."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.returns: deque = deque(maxlen=window)
+            self.solved_at: int | None = None
+            self.solved_wall: float | None = None
+            self.episode_solved_at: int | None = None
+            self.stop = False
+
+        def _holds(self) -> bool:
+            return bool(self.returns) and float(np.mean(self.returns)) >= target
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    self.returns.append(info["episode"]["r"])
+                    if self.episode_solved_at is None and self._holds():
+                        self.episode_solved_at = self.num_timesteps
+            return not self.stop
+
+        def _on_rollout_end(self) -> None:
+            if self.solved_at is None and self.num_timesteps <= max_steps and self._holds():
+                self.solved_at = self.num_timesteps
+
+        def _time_it(self) -> None:
+            if self.solved_at is not None and self.solved_wall is None:
+                self.solved_wall = time.perf_counter() - start
+                self.stop = stop_at_solve
+
+        def _on_rollout_start(self) -> None:
+            self._time_it()
+
+        def _on_training_end(self) -> None:
+            self._time_it()
+
+    hp = dict(hp or spec.zoo)
+    cls = getattr(stable_baselines3, spec.name)
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    env = make_vec_env(spec.env, n_envs=1, seed=seed)
+    model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hp)
+    callback = RuleCallback()
+    model.learn(total_timesteps=max_steps, callback=callback)
+    env.close()
+    return {"steps": callback.solved_at, "wall": callback.solved_wall, "total": time.perf_counter() - start,
+            "final_steps": model.num_timesteps, "threads": torch.get_num_threads(),
+            "episode_steps": callback.episode_solved_at}
+
+
+# -- the report ----------------------------------------------------------------------------------
+def _cap(steps: int) -> str:
+    return f"{steps // 1000}k" if steps % 1000 == 0 else f"{steps:,}"
+
+
+def _steps(run: dict | None, cap: int) -> str:
+    if run is None:
+        return "-"
+    return f"{run['steps']:,}" if run["steps"] is not None else f"not within {_cap(cap)}"
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _ratio(num: float | None, den: float | None, fmt: str) -> str:
+    if num is None or den is None or not math.isfinite(num) or not math.isfinite(den) or den <= 0:
+        return "-"
+    return format(num / den, fmt)
+
+
+def _pair_ratios(ours: dict, peer: dict | None) -> tuple[str, str]:
+    """(SB3 wall / ours wall, ours steps / SB3 steps) of one seed; a bound ('>', '<') when only one
+    system met the rule (the other's figure is then at least its total / its step cap)."""
+    if peer is None:
+        return "-", "-"
+    if ours["steps"] is not None and peer["steps"] is not None:
+        return _ratio(peer["wall"], ours["wall"], ".2f") + "x", _ratio(ours["steps"], peer["steps"], ".2f")
+    if ours["steps"] is not None:  # SB3 did not make it: its wall >= its total, its steps > its final count
+        return ">" + _ratio(peer["total"], ours["wall"], ".2f") + "x", "<" + _ratio(ours["steps"], peer["final_steps"], ".2f")
+    if peer["steps"] is not None:
+        return "<" + _ratio(peer["wall"], ours["total"], ".2f") + "x", ">" + _ratio(ours["final_steps"], peer["steps"], ".2f")
+    return "-", "-"
+
+
+def _median(runs: list[dict], key: str) -> float:
+    """Median of ``key`` over runs, a run that missed the rule counting as infinitely late."""
+    return statistics.median(math.inf if r[key] is None else r[key] for r in runs)
+
+
+def _fmt_median(value: float, fmt: str, cap: int | None = None) -> str:
+    if math.isinf(value):
+        return f"not within {_cap(cap)}" if cap is not None else "-"
+    return format(value, fmt)
+
+
+def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: int, sb3: bool,
+            stop_at_solve: bool, warmup: bool) -> None:
+    import torch
+
+    print(f"\n=== {spec.name} on {spec.env}: solved = mean return of the last {spec.window} episodes >= "
+          f"{spec.target:g} within {max_steps:,} env steps, checked after every round (train_freq "
+          f"{spec.zoo['train_freq']} env steps and their updates); seeds {','.join(map(str, seeds))}; "
+          f"{'both stop when solved' if stop_at_solve else 'both run to the cap'}")
+    print(f"ours: {spec.name}(config={spec.ours(spec.zoo, max_steps)} + seed, num_cpus_for_learner={float(threads)})")
+    if sb3:
+        print(f"SB3:  {spec.name}('MlpPolicy', make_vec_env({spec.env!r}, n_envs=1, seed=s), seed=s, device='cpu', "
+              f"**{spec.zoo}).learn(total_timesteps={max_steps})")
+    if warmup:  # untimed: imports, first kernels, gymnasium's env modules, for each system
+        hp = {**spec.zoo, **spec.warmup}
+        run_ours(spec, 10_000, spec.warmup_steps, threads, False, hp=hp, warmup=True)
+        if sb3:
+            run_sb3(spec, 10_000, spec.warmup_steps, threads, False, hp=hp)
+
+    ours: list[dict] = []
+    peers: list[dict] = []
+    rows: list[str] = []
+    header = (f"{'seed':>4}  {'ours steps':>16} {'ours wall s':>11} {'ours total s':>12}  {'SB3 steps':>16} "
+              f"{'SB3 wall s':>10} {'SB3 total s':>11}  {'SB3/ours wall':>13} {'ours/SB3 steps':>14}")
+    for seed in seeds:  # interleaved: ours seed s, SB3 seed s, ours seed s+1, ...
+        torch.set_num_threads(threads)
+        ours.append(run_ours(spec, seed, max_steps, threads, stop_at_solve))
+        print(f"  ours seed {seed}: {_steps(ours[-1], max_steps)} env steps, {_secs(ours[-1]['wall'])} s to the rule, "
+              f"{ours[-1]['total']:.1f} s total ({ours[-1]['final_steps']:,} env steps, torch threads "
+              f"{ours[-1]['threads']})", flush=True)
+        if ours[-1]["threads"] != threads:
+            print(f"  WARNING: ours ran with {ours[-1]['threads']} torch threads, not --threads {threads}")
+        peer = None
+        if sb3:
+            peer = run_sb3(spec, seed, max_steps, threads, stop_at_solve)
+            peers.append(peer)
+            print(f"  SB3  seed {seed}: {_steps(peer, max_steps)} env steps, {_secs(peer['wall'])} s to the rule, "
+                  f"{peer['total']:.1f} s total ({peer['final_steps']:,} env steps, torch threads {peer['threads']})",
+                  flush=True)
+        wall_ratio, steps_ratio = _pair_ratios(ours[-1], peer)
+        rows.append(f"{seed:>4}  {_steps(ours[-1], max_steps):>16} {_secs(ours[-1]['wall']):>11} "
+                    f"{ours[-1]['total']:>12.1f}  {_steps(peer, max_steps):>16} "
+                    f"{_secs(peer['wall'] if peer else None):>10} {_secs(peer['total'] if peer else None):>11}  "
+                    f"{wall_ratio:>13} {steps_ratio:>14}")
+
+    med = {"steps": _median(ours, "steps"), "wall": _median(ours, "wall"),
+           "total": statistics.median(r["total"] for r in ours)}
+    pmed = ({"steps": _median(peers, "steps"), "wall": _median(peers, "wall"),
+             "total": statistics.median(r["total"] for r in peers)} if sb3 else None)
+    print(f"\n{spec.name} on {spec.env}, torch threads {threads} (both)")
+    print(header)
+    for row in rows:
+        print(row)
+    print(f"{'med.':>4}  {_fmt_median(med['steps'], ',.0f', max_steps):>16} {_fmt_median(med['wall'], '.1f'):>11} "
+          f"{med['total']:>12.1f}  "
+          + (f"{_fmt_median(pmed['steps'], ',.0f', max_steps):>16} {_fmt_median(pmed['wall'], '.1f'):>10} "
+             f"{pmed['total']:>11.1f}  {_ratio(pmed['wall'], med['wall'], '.2f') + 'x':>13} "
+             f"{_ratio(med['steps'], pmed['steps'], '.2f'):>14}" if pmed else
+             f"{'-':>16} {'-':>10} {'-':>11}  {'-':>13} {'-':>14}"))
+    if sb3 and spec.zoo["train_freq"] > 1:
+        print("SB3's steps if the rule were checked at every episode end (inside a round, finer than ours): "
+              + ", ".join(f"seed {s}: {'-' if p['episode_steps'] is None else format(p['episode_steps'], ',')}"
+                          for s, p in zip(seeds, peers)))
+    n_ours = sum(r["steps"] is not None for r in ours)
+    print(f"ours solved {n_ours}/{len(seeds)} seeds within {max_steps:,} env steps (acceptance: every seed)"
+          + (f"; SB3 solved {sum(r['steps'] is not None for r in peers)}/{len(seeds)}" if sb3 else ""))
+    if sb3:
+        print(f"median env steps to the rule, ours / SB3: {_ratio(med['steps'], pmed['steps'], '.2f')} "
+              f"(acceptance: <= 1); median wall time to the rule, SB3 / ours: "
+              f"{_ratio(pmed['wall'], med['wall'], '.2f')}x (acceptance: > 1)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", default="dqn,sac", help="comma-separated: dqn, sac (default both)")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--no-sb3", action="store_true", help="only ours")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of both systems (default 1)")
+    parser.add_argument("--dqn-max-steps", type=int, default=SPECS["dqn"].max_steps,
+                        help="DQN's step cap, also SB3's total_timesteps (its epsilon schedule) (default 100000)")
+    parser.add_argument("--sac-max-steps", type=int, default=SPECS["sac"].max_steps,
+                        help="SAC's step cap (default 20000)")
+    parser.add_argument("--stop-at-solve", action=argparse.BooleanOptionalAction, default=True,
+                        help="both stop when their rule holds (default); --no-stop-at-solve: both run to the cap")
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                        help="an untimed few-step run of each system first (default on; off with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a smoke run: seed 0, step caps {QUICK_STEPS}, no warm-up (no rule can hold)")
+    args = parser.parse_args(argv)
+    algos = [a.strip() for a in args.algos.split(",") if a.strip()]
+    unknown = [a for a in algos if a not in SPECS]
+    if unknown or not algos:
+        parser.error(f"--algos: unknown {unknown} (allowed: {', '.join(SPECS)})")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds: comma-separated ints, got {args.seeds!r}")
+    if args.threads < 1:
+        parser.error(f"--threads: must be >= 1, got {args.threads}")
+    caps = {"dqn": args.dqn_max_steps, "sac": args.sac_max_steps}
+    if args.quick:
+        seeds, caps, args.warmup = seeds[:1], dict(QUICK_STEPS), False
+    for algo, cap in caps.items():
+        if cap < 1:
+            parser.error(f"--{algo}-max-steps: must be >= 1, got {cap}")
+    warnings.filterwarnings("ignore")
+
+    sb3 = not args.no_sb3
+    if sb3:
+        try:
+            import stable_baselines3
+        except ImportError:
+            print("stable-baselines3 is not installed: skipping the SB3 baseline (pip install -e '.[bench]')")
+            sb3 = False
+
+    import torch
+
+    import algorithms  # noqa: F401 - imported before any timer starts, as SB3 is
+
+    print(f"torch {torch.__version__}, torch threads {args.threads} for both"
+          + (f", stable-baselines3 {stable_baselines3.__version__}" if sb3 else ", ours only"))
+    for algo in algos:
+        compare(algo, SPECS[algo], seeds, caps[algo], args.threads, sb3, args.stop_at_solve, args.warmup)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
