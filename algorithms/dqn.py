@@ -136,31 +136,123 @@ class NumpyQPolicy:
         return linear(h, self._value) + a - a.mean(-1, keepdims=True)
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
-        actions = self.q_values(obs).argmax(-1)
-        if explore and self.epsilon > 0:
-            random = rng.random(len(actions)) < self.epsilon
-            actions = np.where(random, rng.integers(0, self.num_actions, len(actions)), actions)
-        zeros = np.zeros(len(actions), dtype=np.float32)
-        return actions + self.action_start, actions, zeros, zeros
+        return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         return np.zeros(len(obs), dtype=np.float32)
 
 
+def epsilon_greedy(q: np.ndarray, epsilon: float, rng: np.random.Generator, action_start: int = 0):
+    """(env actions, actions, zeros, zeros): the argmax of ``q``, or with probability ``epsilon`` a
+    uniformly random action (the zeros stand for an on-policy learner's log-probabilities and values)."""
+    actions = q.argmax(-1)
+    if epsilon > 0:
+        random = rng.random(len(actions)) < epsilon
+        actions = np.where(random, rng.integers(0, q.shape[-1], len(actions)), actions)
+    zeros = np.zeros(len(actions), dtype=np.float32)
+    return actions + action_start, actions, zeros, zeros
+
+
 def make_numpy_q_policy(**kwargs: Any) -> NumpyQPolicy:
-    """What a rollout actor calls to build its copy (weights arrive with its first request)."""
+    """What a rollout actor calls to build its copy of the built-in network (weights arrive with
+    its first request)."""
     return NumpyQPolicy(**kwargs)
 
 
-class QPolicy:
-    """The learner's Q network and target network; acts (for in-process sampling) in numpy on
-    views of the network's parameters (a copy, refreshed at every publication, on a GPU)."""
+# ---------------------------------------------------------------------------------------------
+# A Q module of one's own: config["model"] = model(observation_space, action_space, model_config)
+# ---------------------------------------------------------------------------------------------
+def build_q_module(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any) -> Any:
+    """The user's module, checked once (before any sampling): ``forward(obs)`` on a batch of
+    observations shaped like the space's must return Q-values of shape (batch, actions)."""
+    import torch
+    from torch import nn
 
-    def __init__(self, network: Any, target: Any, numpy_kwargs: dict[str, Any], device: str) -> None:
+    from algorithms.models import _name, obs_shape
+    from algorithms.rollout import ObsEncoder
+
+    where = f"config key 'model' ({_name(model)})"
+    module = model(observation_space, action_space, dict(model_config))
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
+                         f"torch.nn.Module, got {type(module).__name__}")
+    n = int(action_space.n)
+    samples = ObsEncoder(observation_space)(np.stack([observation_space.sample() for _ in range(2)]))
+    obs = torch.from_numpy(samples.reshape((2,) + obs_shape(observation_space)))
+    expected = f"DQN's forward(obs) must return Q-values of shape (batch, {n}), one per action of {action_space}"
+    try:
+        with torch.no_grad():
+            out = module(obs)
+    except Exception as exc:
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {tuple(obs.shape)}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, n) or not out.is_floating_point():
+        got = f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"{where}: {expected}; got {got} for a batch of 2")
+    return module
+
+
+class TorchQPolicy:
+    """A Q module in torch, epsilon-greedy: what rollout actors run for a module of one's own, and
+    how the learner acts with it in its own process. ``load_weights`` as :class:`NumpyQPolicy`."""
+
+    def __init__(self, module: Any, observation_space: Any, action_start: int, device: str = "cpu") -> None:
+        from algorithms.models import obs_shape
+
+        self.module, self.obs_shape, self.action_start, self.device = module, obs_shape(observation_space), action_start, device
+        self.worker_index = 0
+        self.epsilon = 1.0
+
+    def bind_worker(self, worker_index: int) -> None:
+        self.worker_index = worker_index
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        from algorithms.torch_policy import load_state_arrays
+
+        load_state_arrays(self.module, {k: v for k, v in weights.items() if k != "__epsilon__"})
+        epsilons = np.asarray(weights["__epsilon__"])
+        self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
+        with torch.no_grad():
+            return self.module(x.reshape((len(x),) + self.obs_shape)).float().cpu().numpy()
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
+        return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.float32)
+
+
+def make_torch_q_policy(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any
+                        ) -> TorchQPolicy:
+    """What a rollout actor calls to build its copy of a module of one's own, on CPU."""
+    module = build_q_module(model, model_config, observation_space, action_space)
+    return TorchQPolicy(module, observation_space, int(action_space.start))
+
+
+class QPolicy:
+    """The learner's Q network and target network. It acts (for in-process sampling) in numpy on
+    views of the built-in network's parameters (a copy, refreshed at every publication, on a
+    GPU), or runs a module of one's own in torch."""
+
+    def __init__(self, network: Any, target: Any, observation_space: Any, numpy_kwargs: dict[str, Any] | None,
+                 action_start: int, device: str) -> None:
+        from algorithms.models import obs_shape
+
         self.network, self.target, self.device = network, target, device
+        self.obs_shape = obs_shape(observation_space)
         self.numpy_kwargs = numpy_kwargs
         self.epsilons = np.ones(1, dtype=np.float32)
-        self._numpy = NumpyQPolicy(**numpy_kwargs, arrays=self._arrays())
+        self._actor: Any = (NumpyQPolicy(**numpy_kwargs, arrays=self._arrays()) if numpy_kwargs is not None
+                            else TorchQPolicy(network, observation_space, action_start, device))
+
+    def q(self, module: Any, obs: torch.Tensor) -> torch.Tensor:
+        """``module``'s Q-values for flat encoded observations, shaped as the module takes them."""
+        return module(obs.reshape((len(obs),) + self.obs_shape))
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {name: p.detach().cpu().numpy() for name, p in self.network.state_dict().items()}
@@ -178,8 +270,8 @@ class QPolicy:
     def refresh(self) -> None:
         """Point the numpy twin at the current parameters (views on a CPU: only needed after a
         load that replaced tensors; a copy on a GPU)."""
-        self._numpy._use(self._arrays())
-        self._numpy.epsilon = float(self.epsilons[0])
+        if isinstance(self._actor, NumpyQPolicy):
+            self._actor._use(self._arrays())
 
     def get_weights(self) -> dict[str, np.ndarray]:
         if self.device != "cpu":
@@ -187,8 +279,8 @@ class QPolicy:
         return {**{k: np.array(v) for k, v in self._arrays().items()}, "__epsilon__": self.epsilons.copy()}
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
-        self._numpy.epsilon = float(self.epsilons[0])
-        return self._numpy.act(obs, rng, explore=explore)
+        self._actor.epsilon = float(self.epsilons[0])
+        return self._actor.act(obs, rng, explore=explore)
 
     def value(self, obs: np.ndarray) -> np.ndarray:
         return np.zeros(len(obs), dtype=np.float32)
@@ -201,6 +293,9 @@ class DQN(OffPolicyTrainer):
     """DQN with a replay buffer, a target network, double Q, dueling heads and n-step returns.
 
     A ``tune.Trainable``: ``tune.run("DQN", config={"env": ...})`` for Discrete action spaces.
+    ``config["model"]``: the built-in network's options, or ``model(observation_space,
+    action_space, model_config) -> torch.nn.Module`` whose ``forward(obs)`` returns Q-values of
+    shape (batch, actions) (observations shaped as the space's; rollout actors then run it in torch).
     See ``DQN_DEFAULTS``, ``algorithms.off_policy.OFF_POLICY_DEFAULTS`` and
     ``algorithms.trainer.COMMON_DEFAULTS`` for the keys; ``learning_starts`` is accepted for
     ``num_steps_sampled_before_learning_starts``.
@@ -210,6 +305,7 @@ class DQN(OffPolicyTrainer):
     _defaults = DQN_DEFAULTS
     _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("dueling",)
     _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
+    _takes_model_callable = True
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
@@ -231,22 +327,37 @@ class DQN(OffPolicyTrainer):
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"config key 'env': DQN needs a Discrete action space, this env has {action_space}")
         model = self.cfg["model"]
-        return {"obs_dim": ObsEncoder(observation_space).dim, "num_actions": int(action_space.n),
-                "hidden_sizes": list(model["hidden_sizes"]), "activation": model["activation"],
-                "dueling": self.cfg["dueling"], "action_start": int(action_space.start)}
+        kwargs = {"obs_dim": ObsEncoder(observation_space).dim, "num_actions": int(action_space.n),
+                  "action_start": int(action_space.start)}
+        if callable(model):  # a module of one's own: no built-in options
+            return kwargs
+        return {**kwargs, "hidden_sizes": list(model["hidden_sizes"]), "activation": model["activation"],
+                "dueling": self.cfg["dueling"]}
 
     def build_policy(self, observation_space: Any, action_space: Any):
+        import copy
+
         import torch
 
+        c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)
         torch_kwargs = {k: v for k, v in kwargs.items() if k != "action_start"}
         with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
             torch.manual_seed(self.seed)
-            network = make_q_network(**torch_kwargs).to(self.device)
-        target = make_q_network(**torch_kwargs).to(self.device)
-        target.load_state_dict(network.state_dict())
+            if callable(c["model"]):
+                network = build_q_module(c["model"], c["model_config"], observation_space, action_space)
+            else:
+                network = make_q_network(**torch_kwargs)
+        network.to(self.device)
+        target = copy.deepcopy(network)
         target.requires_grad_(False)
-        return QPolicy(network, target, kwargs, str(self.device)), make_numpy_q_policy, kwargs
+        if callable(c["model"]):
+            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                              "observation_space": observation_space, "action_space": action_space}
+            policy = QPolicy(network, target, observation_space, None, kwargs["action_start"], str(self.device))
+            return policy, make_torch_q_policy, factory_kwargs
+        policy = QPolicy(network, target, observation_space, kwargs, kwargs["action_start"], str(self.device))
+        return policy, make_numpy_q_policy, kwargs
 
     def build_optimizers(self) -> dict[str, Any]:
         c = self.cfg
@@ -281,17 +392,18 @@ class DQN(OffPolicyTrainer):
         import torch
 
         c = self.cfg
-        network, target = self.policy.network, self.policy.target
+        policy = self.policy
+        network, target = policy.network, policy.target
         with torch.no_grad():
-            next_q = target(batch["next_obs"])
+            next_q = policy.q(target, batch["next_obs"])
             if c["double_q"]:  # the online network picks the action, the target network values it
-                best = network(batch["next_obs"]).argmax(-1, keepdim=True)
+                best = policy.q(network, batch["next_obs"]).argmax(-1, keepdim=True)
                 next_value = next_q.gather(-1, best)[:, 0]
             else:
                 next_value = next_q.max(-1).values
             # discounts: gamma ** n for the n steps taken, 0 where the episode terminated
             y = batch["rewards"] + batch["discounts"] * next_value
-        q = network(batch["obs"]).gather(-1, batch["actions"][:, None])[:, 0]
+        q = policy.q(network, batch["obs"]).gather(-1, batch["actions"][:, None])[:, 0]
         loss = torch.nn.functional.smooth_l1_loss(q, y)
         optimizer = self.optimizers["q"]
         optimizer.zero_grad(set_to_none=True)

@@ -60,6 +60,8 @@ class OffPolicyTrainer(DistributedTrainer):
                                                         "gamma")
     _model_shorthands = ("hidden_sizes", "activation")
     learner_name = "torch"
+    #: Whether ``config["model"]`` may be a callable building the network (see the subclass).
+    _takes_model_callable = False
 
     # -- config ------------------------------------------------------------------------------
     @classmethod
@@ -77,10 +79,11 @@ class OffPolicyTrainer(DistributedTrainer):
               "must be True or False", c["store_buffer_in_checkpoints"])
         check(c["max_grad_norm"] is None or (_is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
               "max_grad_norm", "must be None (off) or a number > 0", c["max_grad_norm"])
-        check(is_builtin(c["model"]), "model", f"{cls._name} builds its networks from the built-in options "
-              "(hidden_sizes, activation); a model callable is PPO's", c["model"])
-        check(not c["model"]["shared_layers"], "model.shared_layers", f"{cls._name}'s networks share no layers",
-              c["model"]["shared_layers"])
+        check(is_builtin(c["model"]) or cls._takes_model_callable, "model", f"{cls._name} builds its networks "
+              "from the built-in options (hidden_sizes, activation); a model callable is PPO's and DQN's", c["model"])
+        if is_builtin(c["model"]):
+            check(not c["model"]["shared_layers"], "model.shared_layers", f"{cls._name}'s networks share no layers",
+                  c["model"]["shared_layers"])
 
     # -- to implement ------------------------------------------------------------------------
     def action_spec(self) -> tuple[tuple[int, ...], Any]:

@@ -331,23 +331,29 @@ def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _ratio(num: float | None, den: float | None, fmt: str) -> str:
+def _ratio(num: float | None, den: float | None, fmt: str, suffix: str = "") -> str:
     if num is None or den is None or not math.isfinite(num) or not math.isfinite(den) or den <= 0:
         return "-"
-    return format(num / den, fmt)
+    return format(num / den, fmt) + suffix
 
 
 def _pair_ratios(ours: dict, peer: dict | None) -> tuple[str, str]:
     """(SB3 wall / ours wall, ours steps / SB3 steps) of one seed; a bound ('>', '<') when only one
-    system met the rule (the other's figure is then at least its total / its step cap)."""
+    system met the rule (the other's figure is then at least its total / its final step count)."""
+
+    def bound(sign: str, ratio: str) -> str:
+        return ratio if ratio == "-" else sign + ratio
+
     if peer is None:
         return "-", "-"
     if ours["steps"] is not None and peer["steps"] is not None:
-        return _ratio(peer["wall"], ours["wall"], ".2f") + "x", _ratio(ours["steps"], peer["steps"], ".2f")
-    if ours["steps"] is not None:  # SB3 did not make it: its wall >= its total, its steps > its final count
-        return ">" + _ratio(peer["total"], ours["wall"], ".2f") + "x", "<" + _ratio(ours["steps"], peer["final_steps"], ".2f")
+        return _ratio(peer["wall"], ours["wall"], ".2f", "x"), _ratio(ours["steps"], peer["steps"], ".2f")
+    if ours["steps"] is not None:  # SB3 did not make it: its wall > its total, its steps > its final count
+        return (bound(">", _ratio(peer["total"], ours["wall"], ".2f", "x")),
+                bound("<", _ratio(ours["steps"], peer["final_steps"], ".2f")))
     if peer["steps"] is not None:
-        return "<" + _ratio(peer["wall"], ours["total"], ".2f") + "x", ">" + _ratio(ours["final_steps"], peer["steps"], ".2f")
+        return (bound("<", _ratio(peer["wall"], ours["total"], ".2f", "x")),
+                bound(">", _ratio(ours["final_steps"], peer["steps"], ".2f")))
     return "-", "-"
 
 
@@ -417,7 +423,7 @@ def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: in
     print(f"{'med.':>4}  {_fmt_median(med['steps'], ',.0f', max_steps):>16} {_fmt_median(med['wall'], '.1f'):>11} "
           f"{med['total']:>12.1f}  "
           + (f"{_fmt_median(pmed['steps'], ',.0f', max_steps):>16} {_fmt_median(pmed['wall'], '.1f'):>10} "
-             f"{pmed['total']:>11.1f}  {_ratio(pmed['wall'], med['wall'], '.2f') + 'x':>13} "
+             f"{pmed['total']:>11.1f}  {_ratio(pmed['wall'], med['wall'], '.2f', 'x'):>13} "
              f"{_ratio(med['steps'], pmed['steps'], '.2f'):>14}" if pmed else
              f"{'-':>16} {'-':>10} {'-':>11}  {'-':>13} {'-':>14}"))
     if sb3 and spec.zoo["train_freq"] > 1:
@@ -430,7 +436,7 @@ def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: in
     if sb3:
         print(f"median env steps to the rule, ours / SB3: {_ratio(med['steps'], pmed['steps'], '.2f')} "
               f"(acceptance: <= 1); median wall time to the rule, SB3 / ours: "
-              f"{_ratio(pmed['wall'], med['wall'], '.2f')}x (acceptance: > 1)")
+              f"{_ratio(pmed['wall'], med['wall'], '.2f', 'x')} (acceptance: > 1)")
 
 
 def main(argv: list[str] | None = None) -> int:

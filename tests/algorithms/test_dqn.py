@@ -156,3 +156,44 @@ def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path
     assert analysis.exploits, "no trial exploited another"
     for trial in analysis.trials:  # the restored trial learns with its own (perturbed) lr
         assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
+
+
+def make_q_module(observation_space, action_space, model_config):
+    """A user's Q network: LayerNorm and relu, Q-values of shape (batch, actions)."""
+    width = model_config.get("width", 32)
+    return torch.nn.Sequential(torch.nn.Linear(observation_space.shape[0], width), torch.nn.LayerNorm(width),
+                               torch.nn.ReLU(), torch.nn.Linear(width, int(action_space.n)))
+
+
+def make_wrong_q_module(observation_space, action_space, model_config):
+    return torch.nn.Linear(observation_space.shape[0], 3)  # CartPole has 2 actions
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("num_workers", [0, 2], ids=["in-process", "rollout-actors"])
+def test_a_module_of_ones_own_learns_and_round_trips(tmp_path, num_workers):
+    config = {**{k: v for k, v in SMALL.items() if k != "hidden_sizes"}, "seed": 0, "model": make_q_module,
+              "model_config": {"width": 16}, "num_workers": num_workers}
+    trainer = DQN(config=config)
+    try:
+        first = trainer.train()
+        result = trainer.train()
+        assert result["num_updates"] > first["num_updates"] > 0
+        assert isinstance(trainer.policy.network[1], torch.nn.LayerNorm)
+        saved = trainer.save(str(tmp_path))
+        obs = np.random.default_rng(1).normal(size=(8, 4)).astype(np.float32)
+        actions = trainer.compute_actions(obs, explore=False)
+    finally:
+        trainer.stop()
+    restored = DQN(config=config)
+    try:
+        restored.restore(saved)
+        np.testing.assert_array_equal(restored.compute_actions(obs, explore=False), actions)
+    finally:
+        restored.stop()
+
+
+def test_a_module_with_the_wrong_output_shape_is_one_error_naming_model_before_sampling():
+    with pytest.raises(ValueError, match=r"config key 'model' \(make_wrong_q_module\): DQN's forward\(obs\) must "
+                                         r"return Q-values of shape \(batch, 2\).*got a tensor of shape \(2, 3\)"):
+        DQN(config={"env": "CartPole-v1", "model": make_wrong_q_module})
