@@ -2,7 +2,7 @@
 iteration (sample into the replay buffer, learn from it) and the learner's state.
 
 An iteration repeats rounds until it has sampled ``min_sample_timesteps_per_iteration`` env
-steps: a round samples ``train_freq`` env steps from the rollout workers (all of them and their
+steps: a round samples ``train_freq`` env steps (transitions: reset slots do not count) from the rollout workers (all of them and their
 envs together; streamed or on request, as the config says) into the replay buffer
 (``algorithms/replay_buffer.py``), then, once the buffer holds
 ``num_steps_sampled_before_learning_starts`` transitions, makes ``gradient_steps`` updates on
@@ -127,9 +127,7 @@ class OffPolicyTrainer(DistributedTrainer):
         c = self.cfg
         stats: list[dict[str, Any]] = []
         while self._this_iter["env_steps"] < c["min_sample_timesteps_per_iteration"]:
-            for fragment in self.sample(c["train_freq"]):
-                self.buffer.add(transitions(fragment, float(c["gamma"]), c["n_step"]))
-                self.count_batch(int(fragment["valid"].sum()), fragment["episode_returns"], fragment["episode_lens"])
+            self._sample_round(c["train_freq"])
             if len(self.buffer) >= max(1, c["num_steps_sampled_before_learning_starts"]):
                 for _ in range(c["gradient_steps"]):
                     stats.append(self.update(self._replayed()))
@@ -138,6 +136,17 @@ class OffPolicyTrainer(DistributedTrainer):
             self.workers.set_weights(self.policy.get_weights)
         return {**_means(stats), "cur_lr": float(c["lr"]), "num_updates": self.num_updates,
                 "replay_size": len(self.buffer), "num_sgd_updates": len(stats)}
+
+    def _sample_round(self, env_steps: int) -> None:
+        """Sample ``env_steps`` transitions into the buffer: NEXT_STEP reset slots are no
+        transitions, so a round asks again for what they took (SB3 counts env steps alike)."""
+        c, got = self.cfg, 0
+        while got < env_steps:
+            for fragment in self.sample(env_steps - got):
+                steps = int(fragment["valid"].sum())
+                self.buffer.add(transitions(fragment, float(c["gamma"]), c["n_step"]))
+                self.count_batch(steps, fragment["episode_returns"], fragment["episode_lens"])
+                got += steps
 
     def _replayed(self) -> dict[str, Any]:
         import torch

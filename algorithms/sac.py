@@ -21,7 +21,7 @@ minus the action dimension, ``twin_q``, ``n_step``, ``train_batch_size=256``, a 
 a million transitions, 256x256 relu networks) and SB3's for what RLlib spells otherwise: one
 ``lr`` for the actor, the critics and the temperature; ``train_freq=1, gradient_steps=1`` (one
 update per env step); the first ``num_steps_sampled_before_learning_starts`` (100) env steps
-take uniformly random actions. The update is SB3's order: temperature, critics (to
+take uniformly random actions. The update is SB3's order: temperature (the losses below use its value from before this step), critics (to
 ``r + gamma^n (min_i Q'_i(s', a') - alpha log pi(a'|s'))``, ``a' ~ pi(.|s')``), actor (``alpha
 log pi(a|s) - min_i Q_i(s, a)``), then the target critics move ``tau`` towards the critics.
 The replay buffer holds actions squashed to [-1, 1]; the env gets them scaled to its bounds.
@@ -311,13 +311,13 @@ class SAC(OffPolicyTrainer):
 
         policy, optimizers = self.policy, self.optimizers
         obs, actions = batch["obs"], batch["actions"]
-        # temperature: towards the target entropy
+        # temperature: towards the target entropy (this update's losses use it as it was before)
         pi_actions, logp = self._sample_actions(obs)
+        alpha = policy.log_alpha.detach().exp()
         alpha_loss = -(policy.log_alpha * (logp.detach() + self.target_entropy)).mean()
         optimizers["alpha"].zero_grad(set_to_none=True)
         alpha_loss.backward()
         optimizers["alpha"].step()
-        alpha = policy.log_alpha.detach().exp()
         # critics: towards the soft Bellman target of the target critics
         with torch.no_grad():
             next_actions, next_logp = self._sample_actions(batch["next_obs"])

@@ -70,11 +70,13 @@ def test_the_critics_descend_to_the_soft_bellman_target_computed_by_hand():
         state = trainer.torch_rng.get_state()
         with torch.no_grad():
             torch.randn((8, 1), generator=trainer.torch_rng)  # the update's first draw: the actions for the actor
-            # the temperature steps first (Adam's first step moves log alpha by -lr * sign(grad))
+            # the temperature steps first (Adam's first step moves log alpha by -lr * sign(grad)); the
+            # losses use its value from before that step, as SB3's
             mean, log_std = policy.actor(tensors["obs"])
             _, logp = squashed_sample(mean, log_std, torch.randn((8, 1), generator=torch.Generator().set_state(state)))
             grad = -(logp + trainer.target_entropy).mean()
-            alpha = math.exp(math.log(0.5) - trainer.cfg["lr"] * float(torch.sign(grad)))
+            log_alpha_after = math.log(0.5) - trainer.cfg["lr"] * float(torch.sign(grad))
+            alpha = 0.5
             next_mean, next_log_std = policy.actor(tensors["next_obs"])
             next_actions, next_logp = squashed_sample(next_mean, next_log_std, torch.randn((8, 1), generator=trainer.torch_rng))
             next_q = torch.minimum(*policy.target(tensors["next_obs"], next_actions))
@@ -85,6 +87,7 @@ def test_the_critics_descend_to_the_soft_bellman_target_computed_by_hand():
         target_before = [p.clone() for p in policy.target.parameters()]
         stats = trainer.update(tensors)
         assert float(stats["alpha"]) == pytest.approx(alpha, rel=1e-5)
+        assert float(policy.log_alpha) == pytest.approx(log_alpha_after, rel=1e-5)
         assert float(stats["critic_loss"]) == pytest.approx(float(expected), rel=1e-4)
         tau = trainer.cfg["tau"]
         for before, t, p in zip(target_before, policy.target.parameters(), policy.critic.parameters()):

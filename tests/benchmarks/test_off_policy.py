@@ -17,6 +17,7 @@ SCRIPT = ROOT / "benchmarks" / "off_policy.py"
 def _module():
     spec = importlib.util.spec_from_file_location("off_policy_benchmark", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
     spec.loader.exec_module(module)
     return module
 
@@ -32,10 +33,12 @@ def test_off_policy_benchmark_prints_our_rows_on_a_tiny_budget():
         assert f"=== {name} on {env}: solved = mean return of the last {window} episodes >= {target} within {cap} " \
                f"env steps" in out, out
         # the per-seed progress line: the run went to its cap, with the torch threads asked for
+        section = out[out.index(f"=== {name}"):]
         line = re.search(rf"^  ours seed 0: not within {cap} env steps, - s to the rule, ([\d.]+) s total "
-                         r"\(([\d,]+) env steps, torch threads 1\)", out[out.index(f"=== {name}"):], re.M)
+                         r"\(([\d,]+) env steps, torch threads 1; best (\d+)-episode mean", section, re.M)
         assert line, out
         assert int(line.group(2).replace(",", "")) >= int(cap.replace(",", ""))
+        assert int(line.group(3)) == window
         # the table: a row for seed 0 and the medians, SB3's columns empty
         assert re.search(rf"^\s+0\s+not within {cap}\s+-\s+[\d.]+\s+-\s+-\s+-\s+-\s+-$", out, re.M), out
         assert re.search(rf"^med\.\s+not within {cap}\s+-\s+[\d.]+\s+-", out, re.M), out
@@ -63,7 +66,8 @@ def test_zoo_hyperparameters_map_onto_valid_configs_of_ours():
 def test_off_policy_benchmark_rejects_bad_flags():
     for args, message in ((["--algos", "dqn,ppo"], "--algos: unknown ['ppo'] (allowed: dqn, sac)"),
                           (["--threads", "0"], "--threads: must be >= 1, got 0"),
-                          (["--seeds", "a"], "--seeds: comma-separated ints, got 'a'")):
+                          (["--seeds", "a"], "--seeds: comma-separated ints, got 'a'"),
+                          (["--dqn-schedule-steps", "0"], "--dqn-schedule-steps: must be >= 1, got 0")):
         proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr, proc.stderr
