@@ -2,8 +2,9 @@
 iteration (sample into the replay buffer, learn from it) and the learner's state.
 
 An iteration repeats rounds until it has sampled ``min_sample_timesteps_per_iteration`` env
-steps: a round samples ``train_freq`` env steps (transitions: reset slots do not count) from the rollout workers (all of them and their
-envs together; streamed or on request, as the config says) into the replay buffer
+steps: a round samples ``train_freq`` env steps (transitions: reset slots do not count) from the
+rollout workers (all of them and their envs together; streamed or on request, as the config
+says) into the replay buffer
 (``algorithms/replay_buffer.py``), then, once the buffer holds
 ``num_steps_sampled_before_learning_starts`` transitions, makes ``gradient_steps`` updates on
 minibatches of ``train_batch_size`` replayed transitions, then publishes the weights. SB3's
@@ -80,7 +81,7 @@ class OffPolicyTrainer(DistributedTrainer):
         check(c["max_grad_norm"] is None or (_is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
               "max_grad_norm", "must be None (off) or a number > 0", c["max_grad_norm"])
         check(is_builtin(c["model"]) or cls._takes_model_callable, "model", f"{cls._name} builds its networks "
-              "from the built-in options (hidden_sizes, activation); a model callable is PPO's and DQN's", c["model"])
+              "from the built-in options (hidden_sizes, activation)", c["model"])
         if is_builtin(c["model"]):
             check(not c["model"]["shared_layers"], "model.shared_layers", f"{cls._name}'s networks share no layers",
                   c["model"]["shared_layers"])

@@ -151,15 +151,18 @@ class NumpySquashedGaussian:
         self._use({k: np.array(v) for k, v in weights.items() if k != "__uniform__"})  # Ray's are read-only
         self.uniform = bool(np.asarray(weights["__uniform__"]))
 
+    def mean_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pre-squash Gaussian's mean and (clamped) log std."""
+        h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
+        return linear(h, self._mean), np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
+
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
         n = len(obs)
         if explore and self.uniform:
             squashed = rng.uniform(-1.0, 1.0, size=(n, self.act_dim)).astype(np.float32)
         else:
-            h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
-            u = linear(h, self._mean)
+            u, log_std = self.mean_log_std(obs)
             if explore:
-                log_std = np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
                 u = u + np.exp(log_std) * rng.standard_normal(u.shape, dtype=np.float32)
             squashed = np.tanh(u)
         env_actions = (self.low + (squashed + 1) * 0.5 * (self.high - self.low)).reshape((n,) + self.action_shape)
@@ -171,8 +174,90 @@ class NumpySquashedGaussian:
 
 
 def make_numpy_squashed_gaussian(**kwargs: Any) -> NumpySquashedGaussian:
-    """What a rollout actor calls to build its copy (weights arrive with its first request)."""
+    """What a rollout actor calls to build its copy of the built-in actor (weights arrive with its
+    first request)."""
     return NumpySquashedGaussian(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# An actor of one's own: config["model"] = model(observation_space, action_space, model_config)
+# ---------------------------------------------------------------------------------------------
+def make_module_actor(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any) -> Any:
+    """The user's module as SAC's actor, checked once (before any sampling). PPO's contract for a
+    Box: ``forward(obs)`` returns ``dist_inputs`` of shape (batch, 2 x action dims), the means
+    then the log stds (or ``(dist_inputs, value)``, the value unused), on observations shaped as
+    the space's; here they are the pre-squash Gaussian's. The critics stay built-in MLPs."""
+    import torch
+    from torch import nn
+
+    from algorithms.models import _name, obs_shape
+    from algorithms.rollout import ObsEncoder
+
+    act_dim = int(np.prod(action_space.shape))
+    shape = obs_shape(observation_space)
+    where = f"config key 'model' ({_name(model)})"
+    module = model(observation_space, action_space, dict(model_config))
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
+                         f"torch.nn.Module, got {type(module).__name__}")
+
+    class ModuleActor(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            out = self.module(obs.reshape((len(obs),) + shape))
+            dist_inputs = out[0] if isinstance(out, (tuple, list)) else out
+            return dist_inputs[:, :act_dim], dist_inputs[:, act_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    expected = (f"SAC's forward(obs) must return dist_inputs of shape (batch, {2 * act_dim}): the means, then the "
+                f"log stds, of the {act_dim} actions of {action_space} (or a (dist_inputs, value) pair)")
+    samples = ObsEncoder(observation_space)(np.stack([observation_space.sample() for _ in range(2)]))
+    try:
+        with torch.no_grad():
+            out = module(torch.from_numpy(samples.reshape((2,) + shape)))
+    except Exception as exc:
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {(2,) + shape}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    dist_inputs = out[0] if isinstance(out, (tuple, list)) and out else out
+    if not isinstance(dist_inputs, torch.Tensor) or tuple(dist_inputs.shape) != (2, 2 * act_dim):
+        got = (f"a tensor of shape {tuple(dist_inputs.shape)}" if isinstance(dist_inputs, torch.Tensor)
+               else type(dist_inputs).__name__)
+        raise ValueError(f"{where}: {expected}; got {got} for a batch of 2")
+    return ModuleActor()
+
+
+class TorchSquashedGaussian(NumpySquashedGaussian):
+    """:class:`NumpySquashedGaussian` whose Gaussian comes from an actor module run in torch
+    (a module of one's own); ``load_weights`` takes its ``state_dict`` arrays."""
+
+    def __init__(self, actor: Any, act_dim: int, low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...],
+                 device: str = "cpu") -> None:
+        super().__init__(obs_dim=0, act_dim=act_dim, hidden_sizes=[], activation="relu", low=low, high=high,
+                         action_shape=action_shape)
+        self.actor, self.device = actor, device
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        from algorithms.torch_policy import load_state_arrays
+
+        load_state_arrays(self.actor, {k: v for k, v in weights.items() if k != "__uniform__"})
+        self.uniform = bool(np.asarray(weights["__uniform__"]))
+
+    def mean_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        with torch.no_grad():
+            mean, log_std = self.actor(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device))
+        return mean.float().cpu().numpy(), log_std.float().cpu().numpy()
+
+
+def make_torch_squashed_gaussian(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any,
+                                 act_dim: int, low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...]
+                                 ) -> TorchSquashedGaussian:
+    """What a rollout actor calls to build its copy of an actor of one's own, on CPU."""
+    actor = make_module_actor(model, model_config, observation_space, action_space)
+    return TorchSquashedGaussian(actor, act_dim, low, high, action_shape)
 
 
 class SACPolicy:
@@ -181,10 +266,12 @@ class SACPolicy:
     publication on a GPU)."""
 
     def __init__(self, actor: Any, critic: Any, target: Any, log_alpha: Any, numpy_kwargs: dict[str, Any],
-                 device: str) -> None:
+                 device: str, builtin: bool = True) -> None:
         self.actor, self.critic, self.target, self.log_alpha = actor, critic, target, log_alpha
         self.numpy_kwargs, self.device = numpy_kwargs, device
-        self._numpy = NumpySquashedGaussian(**numpy_kwargs, arrays=self._arrays())
+        bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape")}
+        self._numpy = (NumpySquashedGaussian(**numpy_kwargs, arrays=self._arrays()) if builtin
+                       else TorchSquashedGaussian(actor, **bounds, device=device))
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {name: p.detach().cpu().numpy() for name, p in self.actor.state_dict().items()}
@@ -208,7 +295,8 @@ class SACPolicy:
         self.refresh()
 
     def refresh(self) -> None:
-        self._numpy._use(self._arrays())
+        if not isinstance(self._numpy, TorchSquashedGaussian):  # the numpy twin's views
+            self._numpy._use(self._arrays())
 
     def set_uniform(self, uniform: bool) -> None:
         self._numpy.uniform = uniform
@@ -232,7 +320,10 @@ class SACPolicy:
 class SAC(OffPolicyTrainer):
     """SAC with twin Q critics, target critics and a learned temperature, for Box action spaces.
 
-    A ``tune.Trainable``: ``tune.run("SAC", config={"env": ...})``. See ``SAC_DEFAULTS``,
+    A ``tune.Trainable``: ``tune.run("SAC", config={"env": ...})``. ``config["model"]``: the
+    built-in networks' options, or ``model(observation_space, action_space, model_config) ->
+    torch.nn.Module`` for the actor (see :func:`make_module_actor`; rollout actors then run it in
+    torch). See ``SAC_DEFAULTS``,
     ``algorithms.off_policy.OFF_POLICY_DEFAULTS`` and ``algorithms.trainer.COMMON_DEFAULTS`` for
     the keys; ``learning_starts`` is accepted for ``num_steps_sampled_before_learning_starts``.
     """
@@ -241,6 +332,7 @@ class SAC(OffPolicyTrainer):
     _defaults = SAC_DEFAULTS
     _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("twin_q",)
     _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
+    _takes_model_callable = True
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
@@ -261,9 +353,10 @@ class SAC(OffPolicyTrainer):
         if not isinstance(action_space, gym.spaces.Box) or not (
                 np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise ValueError(f"config key 'env': SAC needs a bounded Box action space, this env has {action_space}")
-        model = self.cfg["model"]
+        c = self.cfg  # a model callable builds the actor; the critics are built-in MLPs either way
+        sizes = c["model"] if not callable(c["model"]) else {"hidden_sizes": c["hidden_sizes"], "activation": c["activation"]}
         return {"obs_dim": ObsEncoder(observation_space).dim, "act_dim": int(np.prod(action_space.shape)),
-                "hidden_sizes": list(model["hidden_sizes"]), "activation": model["activation"],
+                "hidden_sizes": list(sizes["hidden_sizes"]), "activation": sizes["activation"],
                 "low": action_space.low.reshape(-1).astype(np.float32),
                 "high": action_space.high.reshape(-1).astype(np.float32), "action_shape": tuple(action_space.shape)}
 
@@ -276,13 +369,22 @@ class SAC(OffPolicyTrainer):
                      activation=kwargs["activation"])
         with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
             torch.manual_seed(self.seed)
-            actor = make_actor(**sizes).to(self.device)
+            if callable(c["model"]):
+                actor = make_module_actor(c["model"], c["model_config"], observation_space, action_space).to(self.device)
+            else:
+                actor = make_actor(**sizes).to(self.device)
             critic = make_critic(**sizes, twin=c["twin_q"]).to(self.device)
         target = make_critic(**sizes, twin=c["twin_q"]).to(self.device)
         target.load_state_dict(critic.state_dict())
         target.requires_grad_(False)
         log_alpha = torch.tensor(math.log(c["initial_alpha"]), device=self.device, requires_grad=True)
         self.target_entropy = -float(kwargs["act_dim"]) if c["target_entropy"] == "auto" else float(c["target_entropy"])
+        if callable(c["model"]):
+            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                              "observation_space": observation_space, "action_space": action_space,
+                              **{k: kwargs[k] for k in ("act_dim", "low", "high", "action_shape")}}
+            policy = SACPolicy(actor, critic, target, log_alpha, kwargs, str(self.device), builtin=False)
+            return policy, make_torch_squashed_gaussian, factory_kwargs
         return SACPolicy(actor, critic, target, log_alpha, kwargs, str(self.device)), make_numpy_squashed_gaussian, kwargs
 
     def build_optimizers(self) -> dict[str, Any]:

@@ -167,3 +167,57 @@ def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path
     assert analysis.exploits, "no trial exploited another"
     for trial in analysis.trials:
         assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
+
+
+def make_actor_module(observation_space, action_space, model_config):
+    """A user's actor under PPO's Box contract: (dist_inputs = means then log stds, value)."""
+    act_dim = action_space.shape[0]
+
+    class Actor(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.trunk = torch.nn.Sequential(torch.nn.Linear(observation_space.shape[0], 32), torch.nn.LayerNorm(32),
+                                             torch.nn.ReLU())
+            self.pi = torch.nn.Linear(32, 2 * act_dim)
+            self.vf = torch.nn.Linear(32, 1)
+
+        def forward(self, obs):
+            h = self.trunk(obs)
+            return self.pi(h), self.vf(h)[:, 0]
+
+    return Actor()
+
+
+def make_wrong_actor(observation_space, action_space, model_config):
+    return torch.nn.Linear(observation_space.shape[0], 1)  # means only, no log stds
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("num_workers", [0, 2], ids=["in-process", "rollout-actors"])
+def test_an_actor_of_ones_own_learns_acts_within_bounds_and_round_trips(tmp_path, num_workers):
+    config = {**{k: v for k, v in SMALL.items() if k != "hidden_sizes"}, "seed": 0, "model": make_actor_module,
+              "num_workers": num_workers}
+    trainer = SAC(config=config)
+    try:
+        first = trainer.train()
+        result = trainer.train()
+        assert result["num_updates"] > first["num_updates"] > 0
+        assert isinstance(trainer.policy.actor.module.trunk[1], torch.nn.LayerNorm)
+        saved = trainer.save(str(tmp_path))
+        obs = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
+        actions = trainer.compute_actions(obs, explore=False)
+        assert np.all(np.abs(trainer.compute_actions(obs, explore=True, seed=0)) <= 2.0)
+    finally:
+        trainer.stop()
+    restored = SAC(config=config)
+    try:
+        restored.restore(saved)
+        np.testing.assert_allclose(restored.compute_actions(obs, explore=False), actions, rtol=1e-6)
+    finally:
+        restored.stop()
+
+
+def test_an_actor_with_the_wrong_output_shape_is_one_error_naming_model_before_sampling():
+    with pytest.raises(ValueError, match=r"config key 'model' \(make_wrong_actor\): SAC's forward\(obs\) must return "
+                                         r"dist_inputs of shape \(batch, 2\).*got a tensor of shape \(2, 1\)"):
+        SAC(config={"env": "Pendulum-v1", "model": make_wrong_actor})
