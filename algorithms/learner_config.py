@@ -116,6 +116,16 @@ def make_optimizer(params: list[Any], name: str, options: Mapping[str, Any], lr:
         raise ValueError(f"config key 'optimizer_config': {cls.__name__} does not take {dict(options)!r}: {exc}") from None
 
 
+def to_cpu(state: Any) -> Any:
+    """An optimiser's state (nested dicts and lists of tensors) with every tensor on the CPU:
+    checkpoints load on any machine."""
+    if isinstance(state, dict):
+        return {k: to_cpu(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [to_cpu(v) for v in state]
+    return state.cpu() if hasattr(state, "cpu") else state
+
+
 def set_lr(optimizer: Any, lr: float) -> None:
     """Set the learning rate of a torch optimiser's every parameter group."""
     for group in optimizer.param_groups:

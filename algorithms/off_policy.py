@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.learner_config import is_builtin, set_lr
+from algorithms.learner_config import is_builtin, set_lr, to_cpu
 from algorithms.replay_buffer import ReplayBuffer, transitions
 from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check
 
@@ -160,7 +160,7 @@ class OffPolicyTrainer(DistributedTrainer):
         import torch
 
         state: dict[str, Any] = {
-            "optimizers": {name: _to_cpu(opt.state_dict()["state"]) for name, opt in self.optimizers.items()},
+            "optimizers": {name: to_cpu(opt.state_dict()["state"]) for name, opt in self.optimizers.items()},
             "torch_rng": self.torch_rng.get_state().cpu(),
             "replay_rng": self.replay_rng.bit_generator.state,
             "num_updates": self.num_updates,
@@ -193,15 +193,6 @@ class OffPolicyTrainer(DistributedTrainer):
 
     def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         self.apply_lr()
-
-
-def _to_cpu(state: Any) -> Any:
-    """An optimiser's state with every tensor on the CPU (checkpoints load on any machine)."""
-    if isinstance(state, dict):
-        return {k: _to_cpu(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_to_cpu(v) for v in state]
-    return state.cpu() if hasattr(state, "cpu") else state
 
 
 def _means(stats: list[dict[str, Any]]) -> dict[str, float]:

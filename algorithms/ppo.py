@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from algorithms.learner_config import OPTIMIZERS, is_builtin, make_optimizer, set_lr
+from algorithms.learner_config import OPTIMIZERS, is_builtin, make_optimizer, set_lr, to_cpu
 from algorithms.numpy_policy import make_numpy_actor_critic
 from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check, concat_fragments
 
@@ -445,7 +445,7 @@ class PPO(DistributedTrainer):
         if self.learner_name == "numpy":  # FlatAdam's state, saved as torch.optim.Adam's
             optimizer = {"name": "adam", "state": self.optimizer.torch_adam_state()}
         else:
-            state = _to_cpu(self.optimizer.state_dict()["state"])
+            state = to_cpu(self.optimizer.state_dict()["state"])
             if self._flat is not None:  # saved per parameter, whichever layout the learner had
                 state = self._flat.split_state(state)
             optimizer = {"name": self.cfg["optimizer"], "state": state}
@@ -515,15 +515,6 @@ def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None) -> str |
     if action_space is not None and not isinstance(action_space, gym.spaces.Discrete):
         return f"action space {action_space}"
     return None
-
-
-def _to_cpu(state: Any) -> Any:
-    """An optimiser's state_dict with every tensor on the CPU (checkpoints load on any machine)."""
-    if isinstance(state, dict):
-        return {k: _to_cpu(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [_to_cpu(v) for v in state]
-    return state.cpu() if hasattr(state, "cpu") else state
 
 
 def _lr_schedule_points(schedule: Any, lr: float) -> tuple[list[float], list[float]]:
