@@ -35,7 +35,7 @@ import numpy as np
 from algorithms import layout
 from algorithms.learner_config import MODEL_DEFAULTS, _is_int, _is_number, check_learner_keys, resolve_model
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
-from algorithms.worker_group import WorkerGroup
+from algorithms.worker_group import WorkerGroup, cores_here
 from tuner.trainable.trainable import Trainable
 
 
@@ -287,6 +287,7 @@ class DistributedTrainer(Trainable):
             self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
             self.workers.set_weights(self.policy.get_weights)
         self._setup_done_at = time.perf_counter()
+        self._start_reported = False  # the rollout actors' start goes with the first result
 
     def _streams(self) -> bool:
         """Whether rollout actors sample as streams (``WorkerGroup.stream``)."""
@@ -307,16 +308,22 @@ class DistributedTrainer(Trainable):
             num_workers=c["num_workers"],
             num_cpus_per_worker=c["num_cpus_per_worker"],
             local_policy=local_policy,
+            # Streams sample from the moment each actor is up: started as many at once as this
+            # node has cores, the first are up (and sampling) long before the last.
+            max_starting=cores_here() if self._streams() else None,
         )
 
     def _set_learner_threads(self) -> None:
         # Small networks: one thread per whole CPU of the learner's bundle, at least one
-        # (see algorithms/ppo.py for the measurement).
+        # (see algorithms/ppo.py for the measurement), for torch and for numpy's BLAS alike: in a
+        # Ray actor OMP_NUM_THREADS already says so, in a plain process BLAS would use every core.
         import torch
+        from threadpoolctl import threadpool_limits
 
         threads = max(1, int(self.cfg["num_cpus_for_learner"]))
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
+        threadpool_limits(limits=threads, user_api="blas")
 
     def _learner_device(self) -> str:
         """"cuda" when bundle 0 has a GPU (Ray makes it the only one this process sees), else "cpu"."""
@@ -376,7 +383,7 @@ class DistributedTrainer(Trainable):
 
     def step(self) -> dict[str, Any]:
         start = time.perf_counter()
-        first = self.workers.start_s is None
+        first, self._start_reported = not self._start_reported, True
         self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
         learn_metrics = self.training_step()
         end = time.perf_counter()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import time
 from collections import Counter
 from typing import Any, Callable, Mapping
@@ -51,6 +52,14 @@ def _park(group_id: str, index: int, actor: Any) -> None:
     _parked[(group_id, index)] = actor
 
 
+def cores_here() -> int:
+    """The cores this process may run on: how many new actors a trainer lets start at once."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _kill(actor: Any) -> None:
     try:
         ray.kill(actor)
@@ -67,8 +76,16 @@ class WorkerGroup:
     as ``[ObjectRef]``, so an actor fetches them only when their version changed.
 
     ``reused`` counts the actors taken over from an earlier trainer, ``started`` the new ones,
-    and ``start_s`` the seconds from the group's creation to its first fragment: the part of a
-    trial's start that rollout actors cost.
+    and ``start_s`` the seconds from the group's creation until every actor was up (when the
+    trainer waits for that, see :meth:`wait_until_up`) or else to its first fragment: the part of
+    a trial's start that rollout actors cost.
+
+    ``max_starting`` (streams): at most that many new actors start at once, the next one as soon
+    as one is up (see :meth:`wait_until_up`). A new actor's start is a Ray worker process and its
+    imports, nearly a CPU-second of work; Ray throttles only the process launches, so without a
+    limit every actor's start competes with every other's and they all come up together at the
+    end. Started a few at a time they come up one after another, and each samples from the
+    moment it is up.
     """
 
     def __init__(
@@ -78,7 +95,10 @@ class WorkerGroup:
         num_workers: int,
         num_cpus_per_worker: float,
         local_policy: Any,
+        max_starting: int | None = None,
     ) -> None:
+        if max_starting is not None and max_starting < 1:
+            raise ValueError(f"max_starting must be None or at least 1, got {max_starting!r}")
         self.created_at = time.perf_counter()
         self._kwargs = worker_kwargs
         self.num_workers = num_workers
@@ -99,6 +119,10 @@ class WorkerGroup:
         self._last_request = -1
         self._weights_ref: Any = None
         self._pg = None
+        self._max_starting = max_starting
+        self._deferred: list[int] = []  # indices whose actors start once earlier ones are up
+        self._starting: dict[ray.ObjectRef, int] = {}  # ``ready`` of the new actors still starting
+        self._streaming = False  # streams were started and not paused: a deferred actor streams at once
         if num_workers == 0:
             self.local = RolloutWorker(**worker_kwargs, worker_index=0, single_thread=False, policy=local_policy)
             self.start_s = 0.0
@@ -112,7 +136,13 @@ class WorkerGroup:
                 f"resources_per_trial unset so the trainer's default_resource_request is used"
             )
         for index in range(1, num_workers + 1):
-            self.actors[index] = self._take_or_start(index)
+            parked = self._take_parked(index)
+            if parked is not None:
+                self.actors[index] = parked
+            elif max_starting is not None and len(self._starting) >= max_starting:
+                self._deferred.append(index)
+            else:
+                self._launch(index)
 
     def placement(self) -> str:
         """Where the actors run, by node ("in the learner" for the in-process worker)."""
@@ -130,13 +160,36 @@ class WorkerGroup:
     def _group_id(self) -> str | None:
         return self._pg.id.hex() if self._pg is not None else None
 
-    def _take_or_start(self, index: int) -> Any:
+    def _take_parked(self, index: int) -> Any:
+        """The actor an earlier trainer of this placement group parked in slot ``index``, readied
+        for this trainer, or None."""
         parked = _parked.pop((self._group_id(), index), None) if self._pg is not None else None
-        if parked is None:
-            return self._start_actor(index)
-        parked.configure.remote(**self._kwargs, worker_index=index)  # runs before its next request
-        self.reused += 1
+        if parked is not None:
+            parked.configure.remote(**self._kwargs, worker_index=index)  # runs before its next request
+            self.reused += 1
         return parked
+
+    def _launch(self, index: int) -> None:
+        """Start a new actor in slot ``index`` (tracked while it starts, when starts are limited)."""
+        actor = self.actors[index] = self._start_actor(index)
+        if self._max_starting is not None:
+            self._starting[actor.ready.options(concurrency_group="control").remote()] = index
+        if self._streaming:
+            self._start_stream(index)
+
+    def _launch_deferred(self, timeout_s: float | None = 0.0) -> None:
+        """Start deferred actors in the places of those that came up, waiting up to ``timeout_s``
+        (None: no limit) for one to come up when every place is taken."""
+        while self._deferred:
+            if self._starting:
+                up, _ = ray.wait(list(self._starting), num_returns=1, timeout=timeout_s)
+                if not up:
+                    return
+                for ref in up:
+                    del self._starting[ref]
+            while self._deferred and len(self._starting) < (self._max_starting or 1):
+                self._launch(self._deferred.pop(0))
+        self._starting.clear()
 
     def _start_actor(self, index: int) -> Any:
         options: dict[str, Any] = {"num_cpus": self._cpus}
@@ -220,6 +273,9 @@ class WorkerGroup:
         """
         if self.local is not None:
             return [self.local.sample(num_steps) for _ in range(num_fragments)]
+        while self._deferred:  # requests go to every actor: none waits for another's start
+            self._launch(self._deferred.pop(0))
+        self._starting.clear()
         if asynchronous:
             queued = Counter(index for index, _ in self._inflight.values())
             for index in self.actors:
@@ -249,6 +305,7 @@ class WorkerGroup:
         took = False
         while not took or slots < min_slots:  # a take every batch, so no backlog builds up in the actors
             took = True
+            self._launch_deferred()
             self._check_streams()
             if slots < min_slots:
                 time.sleep(self._wait_for(min_slots - slots))
@@ -318,18 +375,27 @@ class WorkerGroup:
         return kept
 
     def start_streams(self) -> None:
-        """Start every actor's stream that is not running (with the weights published last)."""
+        """Start every actor's stream that is not running (with the weights published last); an
+        actor started later streams from its start."""
+        self._streaming = True
         for index in self.actors:
             if index not in self._streams:
                 self._start_stream(index)
 
     def wait_until_up(self, timeout_s: float) -> float:
-        """Block until every actor is built (or ``timeout_s`` passed); returns the seconds waited.
-        A failed actor counts as up: its error surfaces with its first fragment."""
+        """Block until every actor is built (or ``timeout_s`` passed), starting the deferred ones
+        as places free up; returns the seconds waited. A failed actor counts as up: its error
+        surfaces with its first fragment. Deferred actors left at the timeout start as the
+        streams run (:meth:`stream`)."""
         start = time.perf_counter()
+        deadline = start + timeout_s
+        while self._deferred and time.perf_counter() < deadline:
+            self._launch_deferred(timeout_s=max(deadline - time.perf_counter(), 0.0))
         if self.actors:
             refs = [actor.ready.options(concurrency_group="control").remote() for actor in self.actors.values()]
-            ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+            ray.wait(refs, num_returns=len(refs), timeout=max(deadline - time.perf_counter(), 0.0))
+        if self.start_s is None:  # the first actors sampled meanwhile, but the start lasted until now
+            self.start_s = time.perf_counter() - self.created_at
         return time.perf_counter() - start
 
     @property
@@ -343,6 +409,7 @@ class WorkerGroup:
         for index in list(self._streams):
             self.actors[index].abort.options(concurrency_group="control").remote(self._last_request)
         self._streams.clear()
+        self._streaming = False
 
     def _start_stream(self, index: int) -> None:
         self._last_request = next(_requests)
@@ -388,3 +455,6 @@ class WorkerGroup:
         self.actors.clear()
         self._inflight.clear()
         self._streams.clear()
+        self._streaming = False
+        self._deferred.clear()  # never started: the next trainer of this group starts them
+        self._starting.clear()

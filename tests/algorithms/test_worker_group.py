@@ -210,16 +210,30 @@ def test_paused_streams_end_and_the_next_batch_starts_them_again():
 
 
 
-class GatedBuild(gym.Wrapper):
+class HeldBuild(gym.Wrapper):
     """CartPole whose build in a rollout actor signals ``<dir>/building.<pid>`` and then waits for
-    the file ``<dir>/go`` (in the learner's process it builds at once)."""
+    the file ``<dir>/go`` (every actor) or ``<dir>/go.<pid>`` (this one); in the learner's process
+    it builds at once."""
 
     def __init__(self, config):
         super().__init__(gym.make("CartPole-v1"))
         if os.getpid() != config["learner_pid"]:
-            open(os.path.join(config["dir"], f"building.{os.getpid()}"), "w").close()
-            while not os.path.exists(os.path.join(config["dir"], "go")):
+            directory, pid = config["dir"], os.getpid()
+            open(os.path.join(directory, f"building.{pid}"), "w").close()
+            while not any(os.path.exists(os.path.join(directory, name)) for name in ("go", f"go.{pid}")):
                 time.sleep(0.01)
+
+
+def start_held_setup(trainer_cls, tmp_path, num_workers):
+    """Build ``trainer_cls`` on the held-build env in a thread (its setup waits until the test lets
+    the actors go); returns the thread and the list that receives the trainer."""
+    register_env("held-build", HeldBuild)
+    config = {"env": "held-build", "env_config": {"dir": str(tmp_path), "learner_pid": os.getpid()},
+              "num_workers": num_workers, "sample_async": True, "seed": 0, **SMALL}
+    built: list = []
+    setup = threading.Thread(target=lambda: built.append(trainer_cls(config=config)))
+    setup.start()
+    return setup, built
 
 
 class RecordsGateAtBuild(PPO):
@@ -230,18 +244,14 @@ class RecordsGateAtBuild(PPO):
         return super().build_policy(observation_space, action_space)
 
 
-def test_a_streaming_trainer_builds_its_learner_after_its_rollout_actors_are_up(tmp_path):
+def test_a_streaming_trainer_builds_its_learner_after_its_rollout_actors_are_up(tmp_path, monkeypatch):
     # On a few cores the learner's torch import and build would only slow the actors' boot, and
     # the streams sample while it builds: so it waits for them. Here the actors cannot be up
     # before the test sees both of them building and lets them go; torch is imported already, so
     # a learner that did not wait would build at once.
     import torch  # noqa: F401
-    register_env("gated-build", GatedBuild)
-    built: list[RecordsGateAtBuild] = []
-    config = {"env": "gated-build", "env_config": {"dir": str(tmp_path), "learner_pid": os.getpid()},
-              "num_workers": 2, "sample_async": True, "seed": 0, **SMALL}
-    setup = threading.Thread(target=lambda: built.append(RecordsGateAtBuild(config=config)))
-    setup.start()
+    monkeypatch.setattr("algorithms.trainer.cores_here", lambda: 2)  # both actors start at once
+    setup, built = start_held_setup(RecordsGateAtBuild, tmp_path, num_workers=2)
     while len(list(tmp_path.glob("building.*"))) < 2:
         time.sleep(0.01)
     (tmp_path / "go").touch()
@@ -252,3 +262,64 @@ def test_a_streaming_trainer_builds_its_learner_after_its_rollout_actors_are_up(
         assert trainer.train()["env_steps_this_iter"] > 0
     finally:
         trainer.stop()
+
+
+class ShowsItsGroup(PPO):
+    """PPO that shows the test its worker group while its setup still runs."""
+
+    groups: list = []
+
+    def _worker_group(self, *args, **kwargs):
+        group = super()._worker_group(*args, **kwargs)
+        ShowsItsGroup.groups.append(group)
+        return group
+
+
+def test_streaming_rollout_actors_start_one_core_s_worth_at_a_time(tmp_path, monkeypatch):
+    # A new actor's start is nearly a CPU-second: started all at once on a few cores, they would
+    # all come up together at the end. With one core, each actor starts when the one before is up.
+    monkeypatch.setattr("algorithms.trainer.cores_here", lambda: 1)
+    monkeypatch.setattr(ShowsItsGroup, "groups", [])
+    setup, built = start_held_setup(ShowsItsGroup, tmp_path, num_workers=3)
+    for released in range(3):
+        while not (held := [p for p in tmp_path.glob("building.*") if not (tmp_path / f"go.{p.suffix[1:]}").exists()]):
+            time.sleep(0.01)
+        group = ShowsItsGroup.groups[0]
+        assert len(held) == 1 and group.started == released + 1  # the next starts once this one is up
+        (tmp_path / f"go.{held[0].suffix[1:]}").touch()
+    setup.join()
+    trainer = built[0]
+    try:
+        assert len(trainer.workers.actors) == len(trainer.workers._streams) == 3  # each streams from its start
+        assert trainer.train()["env_steps_this_iter"] > 0
+    finally:
+        trainer.stop()
+
+
+def test_rollout_actors_not_up_when_the_wait_ends_start_as_the_streams_run():
+    import numpy as np
+    import ray
+
+    from algorithms.numpy_policy import make_numpy_actor_critic
+    from algorithms.worker_group import WorkerGroup
+
+    policy_kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": [8], "activation": "tanh"}
+    weights = make_numpy_actor_critic(**policy_kwargs).get_weights()
+    group = WorkerGroup(
+        worker_kwargs={"env": "CartPole-v1", "env_config": {}, "num_envs": 1, "policy_factory": make_numpy_actor_critic,
+                       "policy_kwargs": policy_kwargs, "seed": 0},
+        num_workers=3, num_cpus_per_worker=0.25, local_policy=None, max_starting=1,
+    )
+    try:
+        assert len(group.actors) == 1 and group._deferred == [2, 3]
+        group.set_weights(lambda: weights)
+        group.start_streams()
+        group.wait_until_up(timeout_s=0.0)  # gives up at once: the others wait for the streams
+        seen: set[int] = set()
+        while seen != {1, 2, 3}:
+            seen.update(int(f["worker_index"]) for f in group.stream(min_slots=16))
+        assert sorted(group._streams) == [1, 2, 3] and not group._deferred
+        assert all(np.all(f["weights_versions"] == 1) for f in group.stream(min_slots=16))
+        assert ray.get(group.actors[3].ready.options(concurrency_group="control").remote())
+    finally:
+        group.stop()
