@@ -29,6 +29,8 @@ from typing import Any, Callable, Mapping
 import gymnasium as gym
 import numpy as np
 
+from algorithms.vector_env import SerialVectorEnv
+
 EnvCreator = Callable[[Mapping[str, Any]], gym.Env]
 
 _ENV_CREATORS: dict[str, EnvCreator] = {}
@@ -118,12 +120,12 @@ def make_vector_env(
     """``num_envs`` copies of ``env`` behind gymnasium's vector API, in NEXT_STEP autoreset mode.
 
     A gymnasium id with a native vectorised implementation (CartPole) uses it; any other id, or
-    a registered creator, is wrapped in a ``SyncVectorEnv``.
+    a registered creator, is stepped env by env in a :class:`~algorithms.vector_env.SerialVectorEnv`.
     """
     if callable(env):
         creator = env
         fns = [lambda i=i: creator(EnvContext(env_config, worker_index, i)) for i in range(num_envs)]
-        envs: gym.vector.VectorEnv = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+        envs: gym.vector.VectorEnv = SerialVectorEnv(fns)
     else:
         envs = None  # type: ignore[assignment]
         if gym.spec(env).vector_entry_point is not None:
@@ -132,13 +134,7 @@ def make_vector_env(
             except (ImportError, gym.error.DependencyNotInstalled):
                 envs = None  # e.g. a jax implementation without jax: fall back to the plain one
         if envs is None:
-            envs = gym.make_vec(
-                env,
-                num_envs=num_envs,
-                vectorization_mode="sync",
-                vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP},
-                **env_config,
-            )
+            envs = SerialVectorEnv([lambda: gym.make(env, **env_config) for _ in range(num_envs)])
     mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     if mode != gym.vector.AutoresetMode.NEXT_STEP:
         envs.close()
@@ -284,7 +280,7 @@ class RolloutWorker:
         self.weights_version = -1
         self.rng = np.random.default_rng(None if seed is None else [seed, worker_index])
         env_seed = None if seed is None else (seed * 1_000_003 + worker_index * 10_007) % 2**31
-        obs, _ = self.envs.reset(seed=env_seed)  # a SyncVectorEnv seeds its env i with env_seed + i
+        obs, _ = self.envs.reset(seed=env_seed)  # a vector env seeds its env i with env_seed + i
         self.obs = self.encode(obs)
         self.prev_done = np.zeros(num_envs, dtype=bool)  # env i resets at its next step
         self.ep_return = np.zeros(num_envs, dtype=np.float64)

@@ -9,6 +9,7 @@ import pytest
 from algorithms import PPO, register_env
 from algorithms.ppo import compute_gae
 from algorithms.rollout import EpisodeWindow, RolloutWorker, make_vector_env, resolve_env
+from algorithms.vector_env import SerialVectorEnv
 
 
 class StepCountEnv(gym.Env):
@@ -194,7 +195,7 @@ def test_vector_env_kinds_and_unknown_env():
     cart = make_vector_env("CartPole-v1", {}, 4)
     assert type(cart.unwrapped).__name__ == "CartPoleVectorEnv"  # gymnasium's native vectorised one
     pend = make_vector_env("Pendulum-v1", {}, 2)
-    assert isinstance(pend, gym.vector.SyncVectorEnv)
+    assert isinstance(pend, SerialVectorEnv)
     assert pend.metadata["autoreset_mode"] == gym.vector.AutoresetMode.NEXT_STEP
     cart.close()
     pend.close()
