@@ -71,7 +71,7 @@ def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], acti
     """An MLP ``body`` and a head of ``num_actions`` Q-values; dueling: Q = V + A - mean(A)."""
     from torch import nn
 
-    activations = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+    from algorithms.activations import ACTIVATION_MODULES as activations
 
     class QNetwork(nn.Module):
         def __init__(self) -> None:

@@ -48,9 +48,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from algorithms.activations import ACTIVATION_MODULES as _ACTIVATIONS
 from algorithms.distributions import ActionDistribution
 from algorithms.learner_config import MODEL_DEFAULTS
-_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
 ModelFactory = Callable[[gym.Space, gym.Space, Mapping[str, Any]], nn.Module]
 

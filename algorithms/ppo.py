@@ -407,23 +407,21 @@ class PPO(DistributedTrainer):
         """One SGD update through autograd and the torch optimiser: any network, any action space, any device."""
         import torch
 
+        from algorithms.ppo_loss import ppo_losses
+
         c = self.cfg
         clip, vf_clip, vf_coeff, ent_coeff = c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"]
         obs, actions, old_logp, old_values, target, adv = minibatch
         actions = self.policy.actions_tensor(actions)
         adv, target, old_logp = adv[:, 0], target[:, 0], old_logp[:, 0]
         logp, entropy, values = self.policy.evaluate(obs, actions, with_entropy=ent_coeff > 0)
-        log_ratio = logp - old_logp
-        ratio = log_ratio.exp()
-        # The clipped surrogate: -min(r A, clip(r) A), averaged.
-        policy_loss = -torch.min(adv * ratio, adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-        if vf_clip is None:
-            vf_loss = 0.5 * torch.nn.functional.mse_loss(values, target)
-        else:  # clip V around its sampling-time value, pessimistic max (CleanRL's clip_vloss; SB3's clip_range_vf takes the clipped value alone)
-            v_old = old_values[:, 0]
-            v_clipped = v_old + (values - v_old).clamp(-vf_clip, vf_clip)
-            vf_loss = 0.5 * torch.max((values - target).pow(2), (v_clipped - target).pow(2)).mean()
-        loss = policy_loss + vf_coeff * vf_loss
+        # The clipped surrogate -mean(min(r A, clip(r) A)) and the value loss, one graph node
+        # (algorithms/ppo_loss.py); with vf_clip, V is clipped around its sampling-time value
+        # and the pessimistic max taken (CleanRL's clip_vloss; SB3's clip_range_vf takes the
+        # clipped value alone).
+        loss, policy_loss, vf_loss, ratio, log_ratio = ppo_losses(
+            logp, values, old_logp=old_logp, advantages=adv, targets=target, old_values=old_values[:, 0],
+            clip=clip, vf_clip=vf_clip, vf_coeff=vf_coeff)
         if entropy is not None:
             loss = loss - ent_coeff * entropy.mean()
         flat = self._flat
@@ -438,7 +436,7 @@ class PPO(DistributedTrainer):
             else:
                 torch.nn.utils.clip_grad_norm_(self._params, c["max_grad_norm"])
         self.optimizer.step()
-        return policy_loss.detach(), vf_loss.detach(), ratio.detach(), log_ratio.detach()
+        return policy_loss, vf_loss, ratio, log_ratio
 
     # -- state ------------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:

@@ -16,12 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from algorithms.activations import tanh
 from algorithms.numpy_policy import NumpyActorCritic
 from algorithms.torch_policy import load_state_arrays, state_arrays
 
-
-
-_ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
+_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 

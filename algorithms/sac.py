@@ -69,7 +69,8 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> Any:
     from torch import nn
 
-    activations = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+    from algorithms.activations import ACTIVATION_MODULES as activations
+
     layers: list[nn.Module] = []
     for size in hidden_sizes:
         layers += [nn.Linear(in_dim, size), activations[activation]()]
