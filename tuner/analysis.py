@@ -8,15 +8,16 @@ import math
 import os
 import pickle
 from pathlib import Path
-from typing import Any, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Sequence
 
 from schedulers.trial_scheduler import validate_mode
 from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
 from tuner.search.variants import flatten_dict
-from tuner.store import Store, default_database_url
+from tuner.store import NoSchemaError, Store, default_database_url
+
+if TYPE_CHECKING:  # pandas is slow to import, and only the dataframe accessors need it
+    import pandas as pd
 
 SCOPES = ("all", "last", "avg", "last-5-avg", "last-10-avg")
 
@@ -100,7 +101,11 @@ class ExperimentAnalysis:
         url = database_url or default_database_url(path)
         if database_url is None and not (path / "tuner.db").exists():
             raise TuneError(f"no sweep found at {self.experiment_path!r} (no tuner.db there)")
-        self._store = Store(url, create=False)
+        try:
+            self._store = Store(url, create=False)
+        except NoSchemaError:
+            # A sweep's first moments: its tuner.db exists, its tables are being created.
+            raise TuneError(f"no sweep yet at {self.experiment_path!r} (its store holds no tuner table)") from None
         record = self._store.get_experiment(self.name)
         if record is None:
             raise TuneError(f"no sweep named {self.name!r} in the store {self._store.url_for_display}")
@@ -162,11 +167,15 @@ class ExperimentAnalysis:
     def results_df(self) -> pd.DataFrame:
         """Every stored result of every trial, one row each, nested keys flattened with '/'."""
         rows = [flatten_dict(r) for r in self._store.results(self._experiment_id)]
+        import pandas as pd
+
         return pd.DataFrame(rows)
 
     @property
     def trial_dataframes(self) -> dict[str, pd.DataFrame]:
         """trial_id -> DataFrame of its results in iteration order."""
+        import pandas as pd
+
         return {tid: pd.DataFrame([flatten_dict(r) for r in rs]) for tid, rs in self._histories().items()}
 
     def dataframe(self, metric: str | None = None, mode: str | None = None) -> pd.DataFrame:
@@ -186,6 +195,8 @@ class ExperimentAnalysis:
             row["trial_id"] = trial.trial_id
             row["status"] = trial.status
             rows.append(row)
+        import pandas as pd
+
         return pd.DataFrame(rows)
 
     # -- best ----------------------------------------------------------------------------------
@@ -273,6 +284,8 @@ class ExperimentAnalysis:
     @property
     def best_dataframe(self) -> pd.DataFrame:
         trial = self.best_trial
+        import pandas as pd
+
         return self.trial_dataframes.get(trial.trial_id, pd.DataFrame()) if trial else pd.DataFrame()
 
     @property

@@ -50,3 +50,14 @@ def test_every_metric_nan_is_said_rather_than_a_silent_none(tmp_path, caplog):
         "sweep 'nans': no trial has a finite 'score' to rank: a (NaN), b (NaN) reported NaN or infinity, "
         "which never ranks (as in Ray Tune)"
     ]
+
+
+def test_loading_a_sweep_before_and_while_its_store_is_created_says_so(tmp_path):
+    from tuner.errors import TuneError
+
+    with pytest.raises(TuneError, match="no tuner.db there"):
+        ExperimentAnalysis(tmp_path / "starting")
+    (tmp_path / "starting").mkdir()
+    (tmp_path / "starting" / "tuner.db").touch()  # the sweep has opened its file, no table yet
+    with pytest.raises(TuneError, match="no sweep yet at .*starting.*no tuner table"):
+        ExperimentAnalysis(tmp_path / "starting")

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-__all__ = ["StoreError", "error_line"]
+__all__ = ["NoSchemaError", "StoreError", "error_line"]
 
 
 class StoreError(RuntimeError):
     """Any failure of the store: bad schema version, a failed background write, a closed store."""
+
+
+class NoSchemaError(StoreError):
+    """A database opened with ``create=False`` holds no tuner table (yet: the sweep that creates
+    it may be starting right now)."""
 
 
 def error_line(exc: BaseException, url: sa.URL) -> str:

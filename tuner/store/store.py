@@ -33,7 +33,7 @@ from sqlalchemy.pool import StaticPool
 
 from ..best_rule import number_at, pick_best
 from . import codec, migrate, schema
-from .errors import StoreError, error_line
+from .errors import NoSchemaError, StoreError, error_line
 from .schema import (
     SCHEMA_VERSION,
     checkpoints,
@@ -288,6 +288,10 @@ class Store:
         for attempt in range(2):  # a second process may be creating the same schema right now
             try:
                 with self._db_lock, self._engine.begin() as conn:
+                    if create and self._dialect == "sqlite":
+                        # pysqlite leaves DDL outside its implicit transaction: without this, a
+                        # reader of a sweep that is just starting sees some tables but no version.
+                        conn.exec_driver_sql("BEGIN IMMEDIATE")
                     found = self._check_or_create_schema(conn, create, upgrade)
                 if found is None:
                     return
@@ -320,7 +324,7 @@ class Store:
                     f"expected schema version {SCHEMA_VERSION}"
                 )
             if not create:
-                raise StoreError(
+                raise NoSchemaError(
                     f"database {self.url_for_display} has no tuner schema (create=False); "
                     f"expected schema version {SCHEMA_VERSION}"
                 )

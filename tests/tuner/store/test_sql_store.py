@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from tuner.store import SCHEMA_VERSION, Store, StoreError, default_database_url, mask_url
+from tuner.store import SCHEMA_VERSION, NoSchemaError, Store, StoreError, default_database_url, mask_url
 from tuner.store import codec
 from tuner.store.schema import schema_version
 
@@ -282,6 +282,35 @@ def test_create_false_on_empty_database_raises(url):
         path.touch()
     with pytest.raises(StoreError, match="no tuner schema"):
         Store(url, create=False)
+
+
+def test_a_reader_sees_no_schema_or_all_of_it(url):
+    """The schema is created in one transaction: a reader that looks while the first table has
+    just been created sees no table at all, and is told there is no schema (not a broken one)."""
+    first = schema_version.metadata.sorted_tables[0]
+    seen: list[list[str]] = []
+    refused: list[BaseException] = []
+
+    def look(_target, _conn, **_kw):
+        engine = sa.create_engine(url)
+        try:
+            seen.append(sa.inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+        try:
+            Store(url, create=False).close()
+        except StoreError as exc:
+            refused.append(exc)
+
+    sa.event.listen(first, "after_create", look)
+    try:
+        Store(url).close()
+    finally:
+        sa.event.remove(first, "after_create", look)
+    assert seen == [[]]
+    assert len(refused) == 1 and isinstance(refused[0], NoSchemaError), refused
+    with Store(url, create=False) as reader:
+        assert reader.get_experiment("nothing") is None
 
 
 def test_second_store_sees_committed_rows(url):
