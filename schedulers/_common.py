@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeGuard
 
 from schedulers.trial_scheduler import MODES, TrialScheduler
 
@@ -71,7 +71,7 @@ def check_optional_name(owner: str, field: str, value: Any) -> str | None:
 def check_seed(owner: str, value: Any) -> int | None:
     if value is not None and (not isinstance(value, numbers.Integral) or isinstance(value, bool)):
         raise arg_error(owner, "seed", "an integer or None", value)
-    return value
+    return None if value is None else int(value)
 
 
 def check_mode(owner: str, mode: Any) -> str | None:
@@ -140,11 +140,13 @@ class MetricScheduler(TrialScheduler):
     def _score(self, result: Mapping[str, Any]) -> float:
         """The result's metric as a score (higher is better); a clear error when it is missing."""
         self._require_search_properties()
-        self._require_metric(result, self._metric)
-        value = result[self._metric]
+        metric = self._metric
+        assert metric is not None  # _require_search_properties raised otherwise
+        self._require_metric(result, metric)
+        value = result[metric]
         if not is_number(value):
             raise ValueError(
-                f"{type(self).__name__}: metric {self._metric!r} must be a number, got {value!r}"
+                f"{type(self).__name__}: metric {metric!r} must be a number, got {value!r}"
             )
         return self._sign * float(value)
 
@@ -161,5 +163,5 @@ class MetricScheduler(TrialScheduler):
             )
         return value
 
-    def _has_keys(self, result: Mapping[str, Any] | None) -> bool:
+    def _has_keys(self, result: Mapping[str, Any] | None) -> TypeGuard[Mapping[str, Any]]:
         return result is not None and self._metric in result and self._time_attr in result

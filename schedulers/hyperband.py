@@ -58,7 +58,7 @@ class _Bracket:
 
     def __init__(self, s: int, rounds: list[tuple[int, float]], stop_last_trials: bool) -> None:
         self.s = s
-        self.rounds = [tuple(r) for r in rounds]
+        self.rounds = [(n_i, r_i) for n_i, r_i in rounds]
         self.round = 0  # index into rounds
         self.stop_last_trials = stop_last_trials
         self.live: dict[str, list[float] | None] = {}  # trial_id -> [time, score] of its last result
@@ -144,7 +144,12 @@ class _Bracket:
             return list(self.live), []
         self.round += 1
         keep = self.rounds[self.round][0]
-        ranked = sorted(self.live, key=lambda t: -math.inf if self.live[t] is None else self.live[t][1])
+
+        def score(trial_id: str) -> float:
+            last = self.live[trial_id]
+            return -math.inf if last is None else last[1]
+
+        ranked = sorted(self.live, key=score)
         cut = max(len(ranked) - keep, 0)
         return ranked[cut:], ranked[:cut]
 
@@ -225,8 +230,8 @@ class HyperBandScheduler(MetricScheduler):
 
     def _add(self, trial_id: str) -> _Bracket:
         if trial_id in self._trial_bracket:
-            band, index = self._trial_bracket[trial_id]
-            return self._bands[band][index]
+            band_index, index = self._trial_bracket[trial_id]
+            return self._bands[band_index][index]
         band = self._bands[-1]
         if not band or band[-1].filled():
             if len(band) == len(self._plan):

@@ -159,6 +159,7 @@ class MedianStoppingRule(MetricScheduler):
             return self.CONTINUE
 
         median, best = _median(running_means), history.best
+        assert best is not None  # history.add recorded a score above
         # Ray Tune: compare_op(median, best) != best, with compare_op = max on scores.
         if (best if best > median else median) != best:
             self._stopped[tid] = None

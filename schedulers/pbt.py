@@ -270,6 +270,7 @@ class PopulationBasedTraining(MetricScheduler):
     def _quantiles(self, trials: Sequence[TrialLike]) -> tuple[list[TrialLike], list[TrialLike]]:
         """(bottom, top) quantile of the live trials that have a score, worst first."""
         ranked = []
+        scores: dict[str, float] = {}
         for t in trials:
             state = self._states.get(t.trial_id)
             if state is None or state.last_score is None or math.isnan(state.last_score):
@@ -277,7 +278,8 @@ class PopulationBasedTraining(MetricScheduler):
             if t.status in (TERMINATED, ERROR):
                 continue
             ranked.append(t)
-        ranked.sort(key=lambda t: self._states[t.trial_id].last_score)
+            scores[t.trial_id] = state.last_score
+        ranked.sort(key=lambda t: scores[t.trial_id])
         if len(ranked) <= 1:
             return [], []
         size = int(math.ceil(len(ranked) * self._quantile_fraction))

@@ -39,7 +39,7 @@ from __future__ import annotations
 import collections
 import copy
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, overload
 
 from schedulers.trial_scheduler import (
     PAUSED,
@@ -187,6 +187,8 @@ class Simulator:
         else:
             self._curves = {tid: list(c) for tid, c in curves.items()}
             configs = configs or {}
+            if not isinstance(configs, Mapping):
+                raise TypeError("configs must be a {trial_id: config} dict when curves is a dict")
             self._to_add = []
             for tid in self._curves:
                 self._to_add.append((tid, dict(configs.get(tid, {"curve": tid}))))
@@ -250,6 +252,12 @@ class Simulator:
         self._log("checkpoint", trial)
 
     # -- the loop --------------------------------------------------------------------------------
+    @overload
+    def run(self, max_results: None = None) -> SimulationResult: ...
+
+    @overload
+    def run(self, max_results: int) -> SimulationResult | None: ...
+
     def run(self, max_results: int | None = None) -> SimulationResult | None:
         """Run to the end (None: a result when done), or stop after ``max_results`` more results
         and return None (call again, possibly after swapping ``self.scheduler``)."""
@@ -337,6 +345,7 @@ class Simulator:
     def _length(self, trial: SimTrial) -> int:
         """Where the trial's model ends: its curve's end (the donor's, after an exploit)."""
         if self._fn is not None:
+            assert self._max_iterations is not None  # __init__ requires it with a callable
             return self._max_iterations
         length = len(self._curves[trial.curve_id])
         return length if self._max_iterations is None else min(length, self._max_iterations)
