@@ -24,7 +24,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, overload
 
 import gymnasium as gym
 import numpy as np
@@ -127,14 +127,14 @@ def make_vector_env(
         fns = [lambda i=i: creator(EnvContext(env_config, worker_index, i)) for i in range(num_envs)]
         envs: gym.vector.VectorEnv = SerialVectorEnv(fns)
     else:
-        envs = None  # type: ignore[assignment]
+        native: gym.vector.VectorEnv | None = None
         if gym.spec(env).vector_entry_point is not None:
             try:
-                envs = gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_config)
+                native = gym.make_vec(env, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_config)
             except (ImportError, gym.error.DependencyNotInstalled):
-                envs = None  # e.g. a jax implementation without jax: fall back to the plain one
-        if envs is None:
-            envs = SerialVectorEnv([lambda: gym.make(env, **env_config) for _ in range(num_envs)])
+                native = None  # e.g. a jax implementation without jax: fall back to the plain one
+        envs = native if native is not None else SerialVectorEnv(
+            [lambda: gym.make(env, **env_config) for _ in range(num_envs)])
     mode = envs.metadata.get("autoreset_mode", gym.vector.AutoresetMode.NEXT_STEP)
     if mode != gym.vector.AutoresetMode.NEXT_STEP:
         envs.close()
@@ -295,6 +295,18 @@ class RolloutWorker:
         self.policy.load_weights(weights)
         self.weights_version = version
 
+    @overload
+    def sample(
+        self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
+        request: None = None,
+    ) -> dict[str, Any]: ...
+
+    @overload
+    def sample(
+        self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
+        request: int | None = None,
+    ) -> dict[str, Any] | None: ...
+
     def sample(
         self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
         request: int | None = None,
@@ -420,9 +432,8 @@ class RolloutWorker:
         if begin_fragment is not None:
             begin_fragment()
         # The hot loop: one policy call and one vector-env step per iteration, nothing else.
-        abortable = request is not None
         for t in range(T):
-            if abortable and request <= self._abort_upto:
+            if request is not None and request <= self._abort_upto:
                 return None
             obs_buf[t] = obs
             env_actions, actions, logp_buf[t], value_buf[t] = policy.act(obs, rng)

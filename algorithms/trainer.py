@@ -254,7 +254,9 @@ class DistributedTrainer(Trainable):
         self.cfg = self.resolve_config(config)
         c = self.cfg
         if c["seed"] is None:
-            c["seed"] = int(np.random.SeedSequence().entropy % (2**31))
+            entropy = np.random.SeedSequence().entropy
+            assert isinstance(entropy, int)  # drawn from the OS when none is given
+            c["seed"] = int(entropy % (2**31))
         self.seed = int(c["seed"])
         self.env = resolve_env(c["env"])
         self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])

@@ -38,7 +38,9 @@ logger = logging.getLogger(__name__)
 MAX_CONSECUTIVE_WORKER_FAILURES = 3
 
 #: ``abort`` runs in a thread of its own while ``sample`` runs; requests run one at a time, in order.
-_RemoteRolloutWorker = ray.remote(max_restarts=0, max_task_retries=0, concurrency_groups={"control": 1})(RolloutWorker)
+_RemoteRolloutWorker = ray.remote(  # type: ignore[call-overload]
+    # ray.remote's typed overloads leave out the actor option concurrency_groups, which Ray accepts
+    max_restarts=0, max_task_retries=0, concurrency_groups={"control": 1})(RolloutWorker)
 #: Sample requests are numbered across the trainers of this process: an abort covers one trainer's.
 _requests = itertools.count()
 
@@ -163,7 +165,8 @@ class WorkerGroup:
     def _take_parked(self, index: int) -> Any:
         """The actor an earlier trainer of this placement group parked in slot ``index``, readied
         for this trainer, or None."""
-        parked = _parked.pop((self._group_id(), index), None) if self._pg is not None else None
+        group_id = self._group_id()
+        parked = _parked.pop((group_id, index), None) if group_id is not None else None
         if parked is not None:
             parked.configure.remote(**self._kwargs, worker_index=index)  # runs before its next request
             self.reused += 1
