@@ -18,6 +18,8 @@ last place.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -30,14 +32,14 @@ MIN_NUMPY_ELEMENTS = 16384
 
 class _NumpyTanh(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
         y = _numpy_tanh(x)
-        ctx.save_for_backward(y)  # type: ignore[attr-defined]
+        ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        (y,) = ctx.saved_tensors  # type: ignore[attr-defined]
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
         return torch.ops.aten.tanh_backward(grad, y)
 
 

@@ -84,4 +84,6 @@ def measure_mean_step(env_config: dict[str, Any] | None = None, fast_steps: int 
 def register() -> None:
     """Register ``tuner/SlowCartPole-v1`` with gymnasium (done when ``algorithms`` is imported)."""
     if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point=SlowCartPole, max_episode_steps=500, reward_threshold=475.0)
+        # gymnasium's EnvCreator protocol wants a bare **kwargs constructor; any Env class is accepted
+        gym.register(id=ENV_ID, entry_point=SlowCartPole,  # type: ignore[arg-type]
+                     max_episode_steps=500, reward_threshold=475.0)

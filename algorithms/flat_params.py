@@ -65,17 +65,21 @@ class FlatParameters:
 
     @property
     def grad(self) -> torch.Tensor:
-        return self.flat.grad
+        """The flat gradient; only a FlatParameters built with ``grads=True`` has one."""
+        grad = self.flat.grad
+        if grad is None:
+            raise RuntimeError("FlatParameters(grads=False) keeps no gradient")
+        return grad
 
     def zero_grad(self) -> None:
-        self.flat.grad.zero_()
+        self.grad.zero_()
 
     def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
         """Scale the gradient to a global L2 norm of at most ``max_norm`` as
         ``torch.nn.utils.clip_grad_norm_`` does (coefficient ``max_norm / (norm + 1e-6)``, at most 1);
         returns the norm before clipping."""
-        norm = torch.linalg.vector_norm(self.flat.grad)
-        self.flat.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        norm = torch.linalg.vector_norm(self.grad)
+        self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
         return norm
 
     # -- optimiser state between the flat and the per-parameter layout --------------------------
@@ -99,8 +103,9 @@ class FlatParameters:
         """Per-parameter optimiser ``state`` (as :meth:`split_state` gives, or a ``torch.optim``
         optimiser over ``params`` saved) as the ``state`` over ``[flat]``; empty unless every
         parameter has an entry. A ValueError when the entries do not match the parameters' shapes."""
-        entries = [state.get(i) for i in range(len(self.params))]
-        if not entries or any(entry is None for entry in entries):
+        found = [state.get(i) for i in range(len(self.params))]
+        entries = [entry for entry in found if entry is not None]
+        if not entries or len(entries) < len(found):
             return {}
         joined: dict[str, Any] = {}
         for key, first in entries[0].items():

@@ -59,6 +59,8 @@ def obs_shape(space: gym.Space) -> tuple[int, ...]:
     """The shape of one observation as a model receives it: the Box's shape, or (n,) one-hot."""
     if isinstance(space, gym.spaces.Discrete):
         return (int(space.n),)
+    if space.shape is None:
+        raise TypeError(f"observation space {space} has no shape")
     return tuple(int(d) for d in space.shape)
 
 

@@ -23,11 +23,16 @@ import numpy as np
 
 from algorithms.distributions import gaussian_logp, sample_categorical
 
+
+def _elu(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
+
+
 #: Activations as f(x, out=x), applied in place.
 ACTIVATIONS: dict[str, Callable[..., np.ndarray]] = {
     "tanh": np.tanh,
     "relu": lambda x, out: np.maximum(x, 0, out=out),
-    "elu": lambda x, out: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+    "elu": _elu,
     "silu": lambda x, out: np.divide(x, 1 + np.exp(-x), out=out),
 }
 
@@ -61,7 +66,7 @@ class NumpyActorCritic:
         self.activation = activation
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.sde, self.sde_sample_freq = sde, sde_sample_freq
-        if self.discrete:
+        if isinstance(action_space, gym.spaces.Discrete):
             if sde:
                 raise ValueError("config key 'use_sde': state-dependent exploration needs a Box action space")
             self.num_outputs = int(action_space.n)
@@ -75,7 +80,7 @@ class NumpyActorCritic:
             raise ValueError(f"action space {action_space} is not supported (Discrete or Box are)")
         sizes = [obs_dim] + list(hidden_sizes) + [self.num_outputs]
         if arrays is None:
-            shapes = {f"weights.{k}": (2, i, o) for k, (i, o) in enumerate(zip(sizes[:-1], sizes[1:]))}
+            shapes: dict[str, tuple[int, ...]] = {f"weights.{k}": (2, i, o) for k, (i, o) in enumerate(zip(sizes[:-1], sizes[1:]))}
             shapes.update({f"biases.{k}": (2, 1, o) for k, o in enumerate(sizes[1:])})
             if not self.discrete:
                 shapes["log_std"] = (hidden_sizes[-1], self.num_outputs) if sde else (self.num_outputs,)

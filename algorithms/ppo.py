@@ -68,6 +68,9 @@ from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check, c
 if TYPE_CHECKING:
     import torch
 
+    from algorithms.flat_params import FlatParameters
+    from algorithms.ppo_numpy import NumpyPPOUpdate
+
 # torch is imported where the learner needs it (building its network, learning), never at this
 # module's import: the driver imports this module to size a trial's placement group, and a trial
 # starts its rollout actors before it pays for torch (algorithms/ppo_model.py).
@@ -159,6 +162,12 @@ class PPO(DistributedTrainer):
     _rebuild_keys = DistributedTrainer._rebuild_keys + (
         "hidden_sizes", "activation", "use_sde", "sde_sample_freq", "learner")
     _model_shorthands = ("hidden_sizes", "activation")
+
+    # Built by build_learner. The optimiser is a FlatAdam with the numpy learner, else the torch
+    # optimiser make_optimizer builds (learner_name says which).
+    optimizer: Any
+    _numpy_update: NumpyPPOUpdate | None
+    _flat: FlatParameters | None
 
     # -- config ------------------------------------------------------------------------------
     @classmethod
@@ -331,7 +340,7 @@ class PPO(DistributedTrainer):
         return torch.from_numpy(np.array(array, dtype=np.float32)).to(self.device)
 
     # -- the PPO update ---------------------------------------------------------------------------
-    def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def learn_on_batch(self, batch: dict[str, Any]) -> dict[str, float]:  # arrays and the stale_steps count
         """``num_epochs`` passes of minibatch SGD over the batch on the clipped PPO objective."""
         import torch
 
@@ -350,7 +359,8 @@ class PPO(DistributedTrainer):
         # discrete actions) and are cast back per minibatch.
         columns = [batch["obs"].reshape(n, -1), batch["actions"].reshape(n, -1), batch["logp"][:, None],
                    batch["values"][:, None], batch["returns"][:, None], advantages[:, None]]
-        table = np.concatenate(columns, axis=1, dtype=np.float32)
+        # an array for the numpy learner, a tensor on the learner's device for torch: one loop below serves both
+        table: Any = np.concatenate(columns, axis=1, dtype=np.float32)
         ends = np.cumsum([col.shape[1] for col in columns]).tolist()
         column_slices = list(zip([0] + ends[:-1], ends))
         numpy_update = self._numpy_update
@@ -398,6 +408,7 @@ class PPO(DistributedTrainer):
         obs, actions, old_logp, old_values, returns, adv = minibatch
         actions = actions[:, 0].astype(np.int64)
         update = self._numpy_update
+        assert update is not None  # learn_on_batch steps in numpy only with the numpy learner
         out = update.loss_and_grad(obs, actions, old_logp[:, 0], old_values[:, 0], returns[:, 0], adv[:, 0],
                                    c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"])
         self.optimizer.step_flat(update.grad, c["max_grad_norm"])

@@ -25,7 +25,7 @@ import torch
 
 class _PPOLosses(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logp, values, old_logp, advantages, targets, old_values, clip, vf_clip, vf_coeff):  # type: ignore[override]
+    def forward(ctx, logp, values, old_logp, advantages, targets, old_values, clip, vf_clip, vf_coeff):
         n = logp.numel()
         log_ratio = logp.detach() - old_logp
         ratio = log_ratio.exp()
@@ -55,7 +55,7 @@ class _PPOLosses(torch.autograd.Function):
         return policy_loss + vf_coeff * vf_loss, policy_loss, vf_loss, ratio, log_ratio
 
     @staticmethod
-    def backward(ctx, grad_loss, *unused):  # type: ignore[override]
+    def backward(ctx, grad_loss, *unused):
         grad_logp, grad_values = ctx.saved_tensors
         return grad_logp * grad_loss, grad_values * grad_loss, None, None, None, None, None, None, None
 

@@ -67,7 +67,7 @@ class ActorCritic(nn.Module):
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.sde = sde
         self.sde_sample_freq = sde_sample_freq
-        if self.discrete:
+        if isinstance(action_space, gym.spaces.Discrete):
             if sde:
                 raise ValueError("config key 'use_sde': state-dependent exploration needs a Box action space")
             self.num_outputs = int(action_space.n)
@@ -173,8 +173,8 @@ class ActorCritic(nn.Module):
         if self._numpy_inference():
             return numpy_policy.act(obs, rng, explore=explore, new_noise=new_noise)
         with torch.no_grad():
-            outputs = [t.cpu().numpy() for t in self(self._obs_tensor(obs))]
-        return numpy_policy.act_on(*outputs, rng, explore=explore, new_noise=new_noise)
+            pi_out, values, features = (t.cpu().numpy() for t in self(self._obs_tensor(obs)))
+        return numpy_policy.act_on(pi_out, values, features, rng, explore=explore, new_noise=new_noise)
 
     def _numpy_inference(self) -> bool:
         return self.inference == "numpy" and self._tensors()[0][0].device.type == "cpu"

@@ -427,7 +427,8 @@ class SAC(OffPolicyTrainer):
             next_q = torch.stack(policy.target(batch["next_obs"], next_actions)).min(0).values
             y = batch["rewards"] + batch["discounts"] * (next_q - alpha * next_logp)
         qs = policy.critic(obs, actions)
-        critic_loss = 0.5 * sum(torch.nn.functional.mse_loss(q, y) for q in qs)
+        q_losses = [torch.nn.functional.mse_loss(q, y) for q in qs]
+        critic_loss = 0.5 * sum(q_losses[1:], q_losses[0])
         self._step(optimizers["critic"], critic_loss, policy.critic)
         # actor: the soft policy improvement step, through the updated critics (held fixed: their
         # weights' gradients would be thrown away, and they are a third of the update's work)
