@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Literal, Mapping, overload
 
 from tuner.cli.errors import SpecError
 
@@ -49,6 +49,14 @@ def expect_list(value: Any, path: str, *, min_len: int = 0) -> list[Any]:
     if len(value) < min_len:
         raise SpecError(path, f"expected a list of at least {min_len} item(s), got {value!r}")
     return value
+
+
+@overload
+def expect_str(value: Any, path: str, *, allow_none: Literal[False] = False) -> str: ...
+
+
+@overload
+def expect_str(value: Any, path: str, *, allow_none: bool) -> str | None: ...
 
 
 def expect_str(value: Any, path: str, *, allow_none: bool = False) -> str | None:

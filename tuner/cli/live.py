@@ -132,7 +132,8 @@ class SweepProgress(Callback):
         return (float(scored[0].value), scored[0].name, scored[0].iteration) if scored else None
 
     # -- hooks ---------------------------------------------------------------------------------
-    def setup(self, **info: Any) -> None:
+    def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
+              **info: Any) -> None:
         with self._lock:
             self._start = time.monotonic()
 
@@ -199,8 +200,9 @@ class PlainProgress(SweepProgress):
     def _config_text(self, view: _TrialView) -> str:
         return " ".join(f"{k}={fmt(view.config.get(k))}" for k in self.searched if k in view.config)
 
-    def setup(self, **info: Any) -> None:
-        super().setup(**info)
+    def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
+              **info: Any) -> None:
+        super().setup(stop, num_samples, total_num_samples, **info)
         what = f" ({self.metric}, {self.mode})" if self.metric else ""
         self._print(f"sweep {self.name}{what}: {'resumed' if info.get('resumed') else 'started'}")
 
@@ -275,7 +277,7 @@ class LiveTable(SweepProgress):
                 table.add_column(column, justify="right" if column not in ("trial", "status") else "left")
             shown = self._rows()
             for view in shown[: self.MAX_ROWS]:
-                cells = [view.name, Text(view.status, style=_STATUS_STYLE.get(view.status, "")), str(view.iteration)]
+                cells: list[str | Text] = [view.name, Text(view.status, style=_STATUS_STYLE.get(view.status, "")), str(view.iteration)]
                 if self.metric:
                     cells.append(fmt(view.value))
                 cells += [fmt(view.config.get(k)) for k in self.searched]
@@ -289,8 +291,9 @@ class LiveTable(SweepProgress):
         live = [v for v in views if v.status == "RUNNING"] + [v for v in views if v.status == "PAUSED"]
         return live or self._scored()[:5]
 
-    def setup(self, **info: Any) -> None:
-        super().setup(**info)
+    def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
+              **info: Any) -> None:
+        super().setup(stop, num_samples, total_num_samples, **info)
         from rich.live import Live
 
         if self._live is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from tuner.cli.checks import describe, is_number, join
 from tuner.cli.errors import SpecError
@@ -93,7 +93,7 @@ def _distribution(name: str, args: Any, path: str) -> Any:
         if missing:
             raise SpecError(path, f"{name} needs {', '.join(missing)}: {_usage(name)}")
         positional, keywords = [], dict(args)
-        items = keywords.items()
+        items: Iterable[tuple[str, Any]] = keywords.items()
     elif isinstance(args, list):
         if not required <= len(args) <= len(names):
             raise SpecError(path, f"{name} expects {_usage(name)}, got {args!r}")

@@ -32,7 +32,7 @@ import copy
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.cli import components, trainables
 from tuner.cli.checks import (
@@ -53,6 +53,9 @@ from tuner.cli.space import parse_space, searched_keys
 from tuner.cli.yaml_io import load_spec_file
 from tuner.tune_config import SWEEP_NAME_RULE, default_sweep_name, is_sweep_name
 
+if TYPE_CHECKING:
+    from tuner.trainable.trainable import Trainable
+
 KEYS = (
     "name", "description", "trainable", "metric", "mode", "num_samples", "seed", "search", "scheduler",
     "stop", "time_budget_s", "resources", "max_concurrent_trials", "max_failures", "checkpoint_freq",
@@ -68,7 +71,7 @@ class SweepSpec:
     document: dict[str, Any]
     name: str
     trainable: Any
-    trainable_cls: type
+    trainable_cls: type[Trainable]
     metric: str | None
     mode: str | None
     config: dict[str, Any]
@@ -222,7 +225,7 @@ def _sample_config(config: dict[str, Any], seed: Any) -> dict[str, Any]:
     return sample if isinstance(sample, dict) else {}
 
 
-def _check_trainable_config(trainable_cls: type, config: dict[str, Any], doc: Mapping[str, Any]) -> None:
+def _check_trainable_config(trainable_cls: type[Trainable], config: dict[str, Any], doc: Mapping[str, Any]) -> None:
     """A trainer that checks its config (PPO: unknown keys, bad values) is asked before anything runs."""
     from tuner.trainable.trainable import Trainable
 

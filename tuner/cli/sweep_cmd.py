@@ -36,7 +36,8 @@ class SaveSpec(Callback):
         self.path = path
         self.document = document
 
-    def setup(self, **info: Any) -> None:
+    def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
+              **info: Any) -> None:
         if self.path.exists():
             return
         from tuner.store import mask_url

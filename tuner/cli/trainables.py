@@ -11,9 +11,12 @@ import importlib
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuner.cli.errors import SpecError
+
+if TYPE_CHECKING:
+    from tuner.trainable.trainable import Trainable
 
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ATTR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -50,7 +53,7 @@ def _import_attribute(text: str, path: str) -> Any:
     return getattr(module, attr)
 
 
-def resolve(text: Any, path: str = "trainable") -> tuple[Any, type]:
+def resolve(text: Any, path: str = "trainable") -> tuple[Any, type[Trainable]]:
     """(the object the spec names, its Trainable class as tune.run will run it)."""
     from tuner.api import resolve_trainable
     from tuner.registry import get_trainable

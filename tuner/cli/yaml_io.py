@@ -3,6 +3,7 @@ and refuses duplicate keys."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from collections.abc import Hashable
@@ -57,7 +58,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{problem}{where}"
 
 
-def load_spec_file(path: str | Path) -> Any:
+def load_spec_file(path: str | os.PathLike[str]) -> Any:
     """The YAML document of a spec file; a missing file or bad YAML is a CLIError."""
     path = Path(path)
     try:

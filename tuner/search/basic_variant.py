@@ -76,8 +76,7 @@ class BasicVariantGenerator(Searcher):
             raise ValueError(
                 f"points_to_evaluate must be a list of dicts, got {points_to_evaluate!r}"
             )
-        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, numbers.Integral) \
-                or max_concurrent < 0:
+        if not _is_int(max_concurrent) or max_concurrent < 0:
             raise ValueError(
                 f"max_concurrent must be an integer >= 0 (0: no limit), got {max_concurrent!r}"
             )
@@ -135,8 +134,7 @@ class BasicVariantGenerator(Searcher):
             return False
         if not isinstance(config, dict):
             raise ValueError(f"config must be a dict, got {type(config).__name__}")
-        if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral) \
-                or num_samples < 1:
+        if not _is_int(num_samples) or num_samples < 1:
             raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
         _check_seed(seed, "seed", allow_generator=False)
         axes = grid_axes(config)  # validates every grid axis
@@ -187,7 +185,7 @@ class BasicVariantGenerator(Searcher):
         return config
 
     def on_trial_complete(
-        self, trial_id: str, result: dict | None = None, error: bool = False
+        self, trial_id: str, result: dict | None = None, error: bool = False, **kwargs: Any
     ) -> None:
         if trial_id in self._live:
             self._live.remove(trial_id)
@@ -262,6 +260,11 @@ class BasicVariantGenerator(Searcher):
 
 
 # --------------------------------------------------------------------- helpers
+
+
+def _is_int(value: Any) -> bool:
+    """An integer (numpy's too), not a bool. Takes Any: mypy deems an int that is an Integral impossible."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _check_seed(value: Any, field: str, *, allow_generator: bool) -> None:

@@ -202,17 +202,17 @@ def _translate(name: str, path: Path, domain: Any) -> _Param:
         lower, upper, q = float(domain.lower), float(domain.upper), domain.q
         if q is None:
             return _Param(name, path, FloatDistribution(lower, upper, log=domain.log), domain)
-        q = float(q)
-        lo_k, hi_k = _quantized_range(domain.function_name, domain.lower, domain.upper, q)
+        step = float(q)
+        lo_k, hi_k = _quantized_range(domain.function_name, domain.lower, domain.upper, step)
 
         def quantize(x: float) -> float:
-            return _quantize_float(x, q, lo_k, hi_k)
+            return _quantize_float(x, step, lo_k, hi_k)
 
         if domain.log:  # Optuna has no step with log=True: sample log-uniformly, then round
             return _Param(name, path, FloatDistribution(lower, upper, log=True), domain,
                           quantize=quantize)
-        low, high = quantize(lo_k * q), quantize(hi_k * q)
-        return _Param(name, path, FloatDistribution(low, high, step=q), domain,
+        low, high = quantize(lo_k * step), quantize(hi_k * step)
+        return _Param(name, path, FloatDistribution(low, high, step=step), domain,
                       quantize=quantize)
     if isinstance(domain, Integer):
         low, high, q = domain.low, domain.high, domain.q
@@ -335,7 +335,7 @@ def _check_seed(seed: Any, field: str) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
-            or not 0 <= seed <= _MAX_SEED:
+            or not 0 <= int(seed) <= _MAX_SEED:
         raise ValueError(f"{field} must be an integer in [0, 2**32 - 1] or None, got {seed!r}")
     return int(seed)
 
@@ -579,6 +579,7 @@ class OptunaSearch(Searcher):
             return
         if pruned or value is None:
             if value is not None:  # the last result, if it was not reported yet
+                assert result is not None  # value came from it
                 self._report(trial_id, ot_trial, result, steps or set())
             self._tell(ot_trial, None, TrialState.PRUNED)
             return

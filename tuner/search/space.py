@@ -275,6 +275,10 @@ class Float(Domain):
     ``base`` is kept for display only: log-uniform does not depend on the logarithm's base.
     """
 
+    lower: float
+    upper: float
+    q: float | None
+
     def __init__(
         self,
         lower: float,
@@ -315,6 +319,7 @@ class Float(Domain):
         else:
             x = float(rng.uniform(lo, hi))
         if self._k_range is not None:
+            assert self.q is not None  # _k_range is set with q
             return _quantize_float(x, float(self.q), *self._k_range)
         # Float rounding (in exp, or in lo + (hi - lo) * u) must not leave [lower, upper).
         return float(min(max(x, lo), math.nextafter(hi, -math.inf)))
@@ -346,6 +351,10 @@ class Integer(Domain):
     values are the multiples of ``q`` in ``[lower, upper]``. ``low`` and ``high`` give the
     smallest and largest value that can be drawn, whichever the case.
     """
+
+    lower: int
+    upper: int
+    q: int | None
 
     def __init__(
         self,
@@ -455,6 +464,8 @@ class Normal(Domain):
 
 class Categorical(Domain):
     """One of ``categories``, uniformly. Returns the category object itself."""
+
+    categories: list
 
     def __init__(self, categories: Sequence[Any]) -> None:
         if (

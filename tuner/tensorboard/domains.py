@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 from tuner.search.space import Categorical, Domain, Float, Integer, Normal, is_grid_search
 from tuner.search.variants import flatten_dict
@@ -149,7 +149,7 @@ def _from_optuna(name: str, dist: Any) -> dict[str, Any] | None:
     if not isinstance(low, numbers.Real) or not isinstance(high, numbers.Real):
         return _none(name, None)
     kind = "int_interval" if type(dist).__name__.startswith("Int") else "interval"
-    cast = int if kind == "int_interval" else float
+    cast: Callable[[Any], float] = int if kind == "int_interval" else float
     return {"name": name, "kind": kind, "dtype": "float", "min": cast(low), "max": cast(high),
             "log": bool(getattr(dist, "log", False)), "searched": True}
 

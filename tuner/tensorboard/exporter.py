@@ -98,7 +98,7 @@ class TensorBoardExporter(Callback):
         self._first_result_at: float | None = None
         self._dirty = False
         self._live = True
-        self._queue: queue.SimpleQueue | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()  # a fresh one at each setup; used while _thread runs
         self._thread: threading.Thread | None = None
         self._ending = threading.Event()
 
@@ -230,7 +230,8 @@ class TensorBoardExporter(Callback):
         if run is None or not run.started or run.ended is not None:
             return
         iteration = result.get("training_iteration")
-        step = int(iteration) if isinstance(iteration, numbers.Real) else run.last_step + 1
+        # typeshed's numbers.Real declares no __int__, though int() takes every Real (by __trunc__)
+        step = int(iteration) if isinstance(iteration, numbers.Real) else run.last_step + 1  # type: ignore[call-overload]
         run.last_step = step
         if step <= run.max_step:
             return  # on disk already (written before a resume)
