@@ -376,7 +376,9 @@ def test_password_never_displayed(url):
     if u.get_backend_name() == "postgresql":
         url = u.set(password="hunter2").render_as_string(hide_password=False)  # trust auth ignores it
     with Store(url) as store:
-        shown = [store.url_for_display, repr(store), store._thread.name]
+        writers = [t.name for t in threading.enumerate() if t.name.startswith("tuner-store-writer[")]
+        assert f"tuner-store-writer[{store.url_for_display}]" in writers
+        shown = [store.url_for_display, repr(store), *writers]
         eid = _exp(store)
         store.add_results(eid, [("ghost", 1, {})])
         with pytest.raises(StoreError) as info:

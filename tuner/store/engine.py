@@ -1,0 +1,167 @@
+"""Opening the store's database: the engine for a URL (SQLite's pragmas, WAL and in-memory
+databases; PostgreSQL), the schema gate every store passes before it reads or writes, and the
+identity of a SQLite file (so that a file removed or replaced under the store is noticed)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import StaticPool
+
+from . import migrate, schema
+from .errors import NoSchemaError, StoreError
+from .schema import SCHEMA_VERSION
+from .urls import connect_args, mask_url
+
+__all__ = ["DbLock", "FileIdentity", "check_schema", "open_engine"]
+
+logger = logging.getLogger(__name__)
+
+#: What the users of an engine hold around each use of a connection (see :func:`open_engine`).
+DbLock = contextlib.AbstractContextManager[Any]
+
+
+def open_engine(url: sa.URL, *, create: bool) -> tuple[Engine, DbLock]:
+    """The engine of ``url``, and the lock its users hold around each use of a connection: one
+    SQLite in-memory database is one connection shared by all threads, so its use is serialized;
+    any other database needs none. ``create`` makes a SQLite file's directory."""
+    if url.get_backend_name() != "sqlite":
+        engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args(url))
+        return engine, contextlib.nullcontext()
+    db = url.database or ""
+    memory = db in ("", ":memory:") or "mode=memory" in db
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30.0}}
+    if memory:
+        kwargs["poolclass"] = StaticPool
+    elif create and not db.startswith("file:"):
+        Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, **kwargs)
+    event.listen(engine, "connect", _sqlite_pragmas(wal=not memory))
+    lock: DbLock = threading.RLock() if memory else contextlib.nullcontext()
+    return engine, lock
+
+
+def _sqlite_pragmas(*, wal: bool) -> Any:
+    """The listener that sets the store's pragmas on each new SQLite connection."""
+
+    def set_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+        cur = dbapi_conn.cursor()
+        try:
+            if wal:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cur.close()
+
+    return set_pragmas
+
+
+# ------------------------------------------------------------------------------------ schema gate
+
+
+def check_schema(engine: Engine, lock: DbLock, url: sa.URL, *, create: bool, upgrade: bool) -> None:
+    """Make the database ready for this version of tuner, or raise :class:`StoreError`: create the
+    schema (``create``), migrate an older one (``upgrade``), refuse anything else."""
+    for attempt in range(2):  # a second process may be creating the same schema right now
+        try:
+            with lock, engine.begin() as conn:
+                if create and engine.dialect.name == "sqlite":
+                    # pysqlite leaves DDL outside its implicit transaction: without this, a
+                    # reader of a sweep that is just starting sees some tables but no version.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                found = _check_or_create_schema(conn, url, create, upgrade)
+            if found is None:
+                return
+        except StoreError:
+            raise
+        except sa.exc.DBAPIError:
+            if attempt:
+                raise
+            time.sleep(0.2)
+            continue
+        # An older database and upgrade=True: migrate it (in a transaction of its own), then
+        # check again.
+        logger.warning("tuner store %s: upgrading schema version %d -> %d", mask_url(url), found, SCHEMA_VERSION)
+        migrate.upgrade(url)
+        with lock, engine.begin() as conn:
+            _check_or_create_schema(conn, url, create, upgrade=False)
+        return
+
+
+def _check_or_create_schema(conn: Connection, url: sa.URL, create: bool, upgrade: bool) -> int | None:
+    """Check the schema version, create a new schema; returns the version of an older database
+    that ``upgrade`` allows to migrate (None when the database is ready)."""
+    names = set(sa.inspect(conn).get_table_names())
+    found = migrate.read_schema_version(conn, names)
+    shown = mask_url(url)
+    if found is None:
+        if migrate.holds_data(conn, names):
+            raise StoreError(
+                f"database {shown} holds tuner tables but no schema version; "
+                f"expected schema version {SCHEMA_VERSION}"
+            )
+        if not create:
+            raise NoSchemaError(
+                f"database {shown} has no tuner schema (create=False); expected schema version {SCHEMA_VERSION}"
+            )
+        migrate.create_newest(conn)
+        return None
+    if found == SCHEMA_VERSION:
+        if create:  # tables lost since (hand-dropped): put them back
+            missing = [t for t in schema.metadata.sorted_tables if t.name not in names]
+            if missing:
+                schema.metadata.create_all(conn, tables=missing)
+        return None
+    if found > SCHEMA_VERSION:
+        raise StoreError(
+            f"database {shown} has tuner schema version {found}, but this version of "
+            f"tuner expects schema version {SCHEMA_VERSION}: upgrade tuner to open it"
+        )
+    if upgrade and found in schema.REVISIONS:
+        return found
+    raise StoreError(
+        f"database {shown} has tuner schema version {found}, but this version of "
+        f"tuner expects schema version {SCHEMA_VERSION}. To upgrade it: " + migrate.upgrade_hint(url)
+    )
+
+
+# ------------------------------------------------------------------------------ the SQLite file
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """The SQLite file a store opened, as (st_dev, st_ino): a connection writes on into a removed
+    file without a word (its inode lives on until closed), and a new one would make an empty
+    database, so the writer checks that the file is still the one opened."""
+
+    path: Path
+    device: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileIdentity:
+        st = os.stat(path)
+        return cls(path, st.st_dev, st.st_ino)
+
+    def lost(self) -> str | None:
+        """What became of the file ("was removed", ...), or None while it is the one opened."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return "was removed"
+        if (st.st_dev, st.st_ino) == (self.device, self.inode):
+            return None
+        return "was replaced by another file"
