@@ -80,8 +80,9 @@ def _c_encode() -> Any:
     RecursionError, and :func:`encode` falls back to :func:`_sanitize`. None where the C encoder
     is missing or differs."""
     try:
-        from json.encoder import c_make_encoder, encode_basestring
+        from json.encoder import encode_basestring
 
+        c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # private: typeshed does not list it
         if c_make_encoder is None:
             return None
         make = c_make_encoder(None, _default, encode_basestring, None, ":", ",", False, False, True)

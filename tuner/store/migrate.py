@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from . import schema
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 __all__ = ["upgrade", "database_version", "MIGRATIONS_DIR"]
 
@@ -51,7 +54,7 @@ def upgrade_hint(url: Any) -> str:
     )
 
 
-def alembic_config(connection: Connection | None = None, url: str | None = None):
+def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
     """An Alembic ``Config`` for the shipped migrations (no alembic.ini), migrating ``connection``
     (in its current transaction) or else the database at ``url``."""
     from alembic.config import Config

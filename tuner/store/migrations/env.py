@@ -39,7 +39,10 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = sa.create_engine(config.get_main_option("sqlalchemy.url"), poolclass=sa.pool.NullPool)
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise RuntimeError("the tuner store's migrations need a connection or the sqlalchemy.url option")
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as connection:
             _configure(connection=connection)
