@@ -7,7 +7,7 @@ are the analysis's answers on the same stored sweep, so the two never disagree.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypeGuard
 
 from schedulers.trial_scheduler import ERROR, TERMINATED, validate_mode
 from tuner.analysis import SCOPES, ExperimentAnalysis, TrialRecord
@@ -166,7 +166,7 @@ def _kept_checkpoints(analysis: ExperimentAnalysis) -> dict[str, list[tuple[Chec
     }
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 

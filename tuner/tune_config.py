@@ -15,7 +15,7 @@ import functools
 import os
 import re
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 
@@ -25,7 +25,10 @@ class ConfigError(ValueError, TypeError):
     TypeError, as Python (and Ray Tune) raise for an unknown keyword."""
 
 
-def _strict(cls: type) -> type:
+_Dataclass = TypeVar("_Dataclass", bound=type[Any])
+
+
+def _strict(cls: _Dataclass) -> _Dataclass:
     """Make ``cls(...)`` (a dataclass) reject unknown fields with one error naming them and the
     allowed ones (a plain dataclass says only "unexpected keyword argument")."""
     init = cls.__init__
@@ -43,7 +46,7 @@ def _strict(cls: type) -> type:
             raise ConfigError(f"{cls.__name__} takes at most {len(fields)} positional fields {fields}, got {len(args)}")
         init(self, *args, **kwargs)
 
-    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.__init__ = __init__
     return cls
 
 

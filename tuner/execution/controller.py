@@ -194,8 +194,9 @@ class Controller:
         scheduler and searcher state had not seen yet."""
         self._trials = list(sweep.trials)
         self._by_id = {t.trial_id: t for t in self._trials}
-        for trial in self._trials if self._namer else ():
-            self._namer(trial)
+        if self._namer:
+            for trial in self._trials:
+                self._namer(trial)
         self._seen = dict(sweep.seen)
         self._told_ended = set(sweep.told_ended)
         if sweep.scheduler_state is not None:
@@ -309,6 +310,7 @@ class Controller:
                 if not self._can_start_more() or not self._add_trial_from_searcher():
                     break
                 continue
+            assert isinstance(trial, Trial)  # a scheduler chooses among the controller's own trials
             if trial.status not in (PENDING, PAUSED) or not self._start_trial(trial):
                 break
         if not any(t.status == PENDING for t in self._trials):
@@ -332,6 +334,8 @@ class Controller:
             if config == Searcher.FINISHED or not live:
                 self._searcher_finished = True
             return False
+        if isinstance(config, str):
+            raise TypeError(f"searcher.suggest returned {config!r}: expected a config dict, None or Searcher.FINISHED")
         pgf = self._resources_for(config)
         trial = Trial(
             trial_id=trial_id,
@@ -588,7 +592,7 @@ class Controller:
             self._scheduler.on_trial_remove(self, trial)
             self._end_trial(trial, TERMINATED, durable=True)
         elif decision == TrialScheduler.PAUSE:
-            if self._cannot_save(trial, Call.PAUSE):
+            if self._cannot_save(trial, "pause"):
                 return True  # it keeps running, as Ray Tune's would restart it: no result lost
             self._pause_trial(trial)
         else:

@@ -102,16 +102,16 @@ def load_sweep(
             checkpoint_path=row.get("checkpoint_path"),
         )
         trials.append(trial)
-    by_id = {t.trial_id: t for t in trials}
+    by_id: dict[str | None, Trial] = {t.trial_id: t for t in trials}
     replay = []
     for result in store.results(experiment_id):
-        trial = by_id.get(result.get("trial_id"))
-        if trial is None:
+        owner = by_id.get(result.get("trial_id"))
+        if owner is None:
             continue
-        if trial.last_result is None or result["training_iteration"] >= trial.iteration:
-            trial.last_result = result  # the latest stored result is the trial's last one
-        if result["training_iteration"] > seen.get(trial.trial_id, 0):
-            replay.append((trial, result))
+        if owner.last_result is None or result["training_iteration"] >= owner.iteration:
+            owner.last_result = result  # the latest stored result is the trial's last one
+        if result["training_iteration"] > seen.get(owner.trial_id, 0):
+            replay.append((owner, result))
     replay.sort(key=lambda item: item[1].get("timestamp", 0.0))
     return StoredSweep(
         trials=trials,

@@ -48,7 +48,7 @@ class TrialActor:
         # Timing for the sweep's profile, reported with run()'s results (see run).
         self._setup_s = 0.0
         self._stop_s = 0.0
-        self._stopped: tuple[str, float] | None = None  # (trial, seconds) of the last cleanup
+        self._stopped: tuple[str, float, bool] | None = None  # (trial, seconds, in a run call) of the last cleanup
 
     def start(
         self,

@@ -86,7 +86,7 @@ def _bind(func: Callable[..., Any], params: Mapping[str, Parameter]) -> Callable
     trainable.__name__ = getattr(func, "__name__", "with_parameters")
     trainable.__module__ = getattr(func, "__module__", None) or __name__
     trainable.__doc__ = getattr(func, "__doc__", None)
-    trainable._tune_parameters = dict(params)  # type: ignore[attr-defined]
+    trainable._tune_parameters = dict(params)  # type: ignore[attr-defined]  # a function attribute, which mypy does not model
     return trainable
 
 
@@ -117,6 +117,7 @@ def with_parameters(trainable: Any, **kwargs: Any) -> Any:
     if issubclass(trainable, FunctionTrainable):  # a function already wrapped (tune.with_resources)
         bound = _bind(trainable._func, params)
         return type(trainable.__name__, (trainable,), {"_func": staticmethod(bound), "__module__": trainable.__module__})
+    assert issubclass(trainable, Trainable)  # _check_trainable let only Trainable subclasses through
     base = trainable
 
     def setup(self: Trainable, config: dict[str, Any]) -> None:
