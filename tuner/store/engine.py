@@ -10,6 +10,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def open_engine(url: sa.URL, *, create: bool) -> tuple[Engine, DbLock]:
     return engine, lock
 
 
-def _sqlite_pragmas(*, wal: bool) -> Any:
+def _sqlite_pragmas(*, wal: bool) -> Callable[[sqlite3.Connection, object], None]:
     """The listener that sets the store's pragmas on each new SQLite connection."""
 
     def set_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -28,6 +28,9 @@ from .plan import (
 )
 from .reads import ExperimentMetrics
 from .schema import checkpoints, experiment_state, experiments, exploits, results, trial_profiles, trials
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 __all__ = [
     "Statements", "Upsert", "delete_experiment", "delete_results", "insert_experiment", "insert_new_results",
@@ -51,20 +54,20 @@ class Upsert:
 
     def native(self, dialect: str) -> sa.Insert | None:
         """One ``INSERT ... ON CONFLICT DO UPDATE`` (SQLite, PostgreSQL); None for another database."""
+        ins: sqlite.Insert | postgresql.Insert
         if dialect == "sqlite":
             from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-            ins: Any = sqlite_insert(self.table)
+            ins = sqlite_insert(self.table)
         elif dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert as pg_insert
 
             ins = pg_insert(self.table)
         else:
             return None
-        set_ = {c: ins.excluded[c] for c in self.columns}
+        set_: dict[str, Any] = {c: ins.excluded[c] for c in self.columns}
         set_.update({c: sa.func.coalesce(ins.excluded[c], self.table.c[c]) for c in self.unless_null})
-        stmt: sa.Insert = ins.on_conflict_do_update(index_elements=[self.table.c[k] for k in self.keys], set_=set_)
-        return stmt
+        return ins.on_conflict_do_update(index_elements=[self.table.c[k] for k in self.keys], set_=set_)
 
     def row_by_row(self, conn: Connection, rows: Sequence[Row]) -> None:
         """The portable form: an UPDATE per row, and an INSERT where it matched none."""

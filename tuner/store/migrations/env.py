@@ -8,6 +8,8 @@ one, the database at the ``sqlalchemy.url`` main option is opened here; offline 
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import context
 
@@ -16,7 +18,7 @@ from tuner.store.schema import metadata
 config = context.config
 
 
-def _configure(**kwargs) -> None:
+def _configure(**kwargs: Any) -> None:
     context.configure(
         target_metadata=metadata,
         # SQLite cannot ALTER most things: batch operations copy the table instead.
