@@ -14,7 +14,7 @@ from . import codec
 from .schema import trial_profiles
 
 __all__ = [
-    "PROFILE_COLUMNS", "TRIAL_FIELDS", "AddExploit", "AddResults", "AddTrial", "Group", "Op",
+    "PROFILE_COLUMNS", "RESULT_COLUMNS", "TRIAL_FIELDS", "AddExploit", "AddResults", "AddTrial", "Group", "Op",
     "RecordCheckpoint", "ResultKey", "ResultRow", "Row", "SaveState", "SaveTrialProfile",
     "SetExperimentStatus", "UpdateTrial", "text",
 ]
