@@ -147,8 +147,9 @@ SAC_ZOO: dict[str, Any] = {
 }
 
 #: ``--dqn-ours own``: what our DQN has and SB3's has not (double Q, dueling heads, n-step targets),
-#: with the learning rate those take; everything else as rl-zoo's.
-DQN_OWN: dict[str, Any] = {"double_q": True, "dueling": True, "n_step": 3, "lr": 1e-3}
+#: with the learning rate those take (chosen by a sweep of our own over lr 6.3e-4 / 2.3e-3 x n_step
+#: 1 / 3 x seeds 0-2: only this pair met the rule on all three); everything else as rl-zoo's.
+DQN_OWN: dict[str, Any] = {"double_q": True, "dueling": True, "n_step": 3, "lr": 6.3e-4}
 
 #: Adam's eps in SB3's DQN and SAC (torch's default; our trainers default to 1e-5, PPO's).
 SB3_ADAM_EPS = 1e-8
