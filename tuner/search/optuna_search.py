@@ -9,7 +9,8 @@ intermediate values, so TPE learns from trials that were stopped early too.
 
 The search space is ours (``uniform``, ``loguniform``, ``randint``, ``choice``, ... in nested
 dicts, with constants) and is translated into Optuna distributions named by the flattened key
-(``"model/lr"``); a dict of Optuna distributions, or a define-by-run function
+(``"model/lr"``, see :mod:`.optuna_space`; the study is created, saved and restored by
+:mod:`.optuna_study`); a dict of Optuna distributions, or a define-by-run function
 ``space(optuna_trial) -> dict | None``, work as in Ray Tune too::
 
     >>> from tuner.search.space import choice, loguniform
@@ -26,285 +27,41 @@ dicts, with constants) and is translated into Optuna distributions named by the 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import numbers
-import pickle
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
+from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
 
-from .searcher import Searcher, validate_metric, validate_mode
-from .space import (
-    Categorical,
-    Domain,
-    Float,
-    Function,
-    Integer,
-    Normal,
-    _quantize_float,
-    _quantized_range,
-    is_grid_search,
+from .optuna_space import (
+    OptunaParam,
+    contains_search_leaf,
+    convert_space,
+    encode_point,
+    expand_flat_keys,
+    values_equal,
 )
-from .variants import Path, flatten_dict, path_str, resolve_config, unflatten_dict
+from .optuna_study import (
+    add_finished_trial,
+    check_seed,
+    new_study,
+    restore_study,
+    save_study,
+    tell,
+)
+from .searcher import Searcher, validate_metric, validate_mode
+from .variants import flatten_dict, resolve_config, unflatten_dict
 
 __all__ = ["OptunaSearch"]
 
 logger = logging.getLogger(__name__)
 
 _STATE_VERSION = 1
-_MAX_SEED = 2**32 - 1  # numpy's RandomState (used by Optuna's samplers) takes seeds below 2**32
-
-
-# --------------------------------------------------------------------------- space translation
-
-
-class _Param:
-    """One Optuna parameter: its flattened name, path in the config, distribution and codec."""
-
-    def __init__(
-        self, name: str, path: Path, dist: BaseDistribution, domain: Domain | None = None,
-        index_choices: list | None = None, quantize: Callable[[Any], Any] | None = None,
-    ) -> None:
-        self.name = name
-        self.path = path
-        self.dist = dist
-        self.domain = domain
-        self.index_choices = index_choices  # categories Optuna sees as indices 0..n-1
-        self._quantize = quantize
-
-    def decode(self, value: Any) -> Any:
-        """Optuna's value -> the config's value."""
-        if self.index_choices is not None:
-            return self.index_choices[int(value)]
-        if isinstance(self.domain, Integer):
-            value = int(value)
-        elif isinstance(self.domain, Float):
-            value = float(value)
-            if self.domain.q is None and value == self.domain.upper:
-                value = math.nextafter(value, -math.inf)  # our uniform excludes upper
-        if self._quantize is not None:
-            value = self._quantize(value)
-        return value
-
-    def encode(self, value: Any, where: str) -> Any:
-        """A user-given value (points_to_evaluate) -> Optuna's value; checked against the domain."""
-        if self.index_choices is not None:
-            index = _index_of(self.index_choices, value)
-            if index is None:
-                raise ValueError(
-                    f"{where}: value {value!r} of {self.name!r} is not one of the choices "
-                    f"{self.index_choices!r}"
-                )
-            return index
-        if isinstance(self.dist, CategoricalDistribution):
-            if _index_of(list(self.dist.choices), value) is None:
-                raise ValueError(
-                    f"{where}: value {value!r} of {self.name!r} is not one of the choices "
-                    f"{list(self.dist.choices)!r}"
-                )
-            return value
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise ValueError(f"{where}: value of {self.name!r} must be a number, got {value!r}")
-        value = value.item() if isinstance(value, np.generic) else value
-        valid = self.domain.is_valid(value) if self.domain is not None else \
-            self.dist._contains(self.dist.to_internal_repr(value))
-        if not valid:
-            logger.warning("%s: value %r of %r is outside %r", where, value, self.name,
-                           self.domain if self.domain is not None else self.dist)
-        return value
-
-
-def _index_of(choices: list, value: Any) -> int | None:
-    """Index of ``value`` in ``choices``: identity first, then same type and equal, then equal."""
-    for i, c in enumerate(choices):
-        if c is value:
-            return i
-    for same_type in (True, False):
-        for i, c in enumerate(choices):
-            if same_type and type(c) is not type(value):
-                continue
-            try:
-                if bool(c == value):
-                    return i
-            except Exception:  # noqa: BLE001 - e.g. numpy arrays: ambiguous truth value
-                continue
-    return None
-
-
-def _primitive_choices(categories: list) -> bool:
-    """Whether Optuna can hold ``categories`` as they are (unique None/bool/int/float/str)."""
-    for c in categories:
-        if c is not None and type(c) not in (bool, int, float, str):
-            return False
-        if isinstance(c, float) and math.isnan(c):
-            return False
-    for i, c in enumerate(categories):  # 1, 1.0 and True are one choice to Optuna
-        if any(c == categories[j] for j in range(i)):
-            return False
-    return True
-
-
-def _contains_search_leaf(node: Any) -> bool:
-    if isinstance(node, (Domain, BaseDistribution)) or is_grid_search(node):
-        return True
-    if isinstance(node, Mapping):
-        return any(_contains_search_leaf(v) for v in node.values())
-    if isinstance(node, (list, tuple)):
-        return any(_contains_search_leaf(v) for v in node)
-    return False
-
-
-def _leaves(node: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """Every leaf of a space: Domains, Optuna distributions, grid axes and constants."""
-    if isinstance(node, (Domain, BaseDistribution)) or is_grid_search(node):
-        yield path, node
-    elif isinstance(node, Mapping) and node:
-        for k, v in node.items():
-            yield from _leaves(v, path + (k,))
-    elif isinstance(node, (list, tuple)) and node:
-        for i, v in enumerate(node):
-            yield from _leaves(v, path + (i,))
-    else:
-        yield path, node
-
-
-def _translate(name: str, path: Path, domain: Any) -> _Param:
-    """One of our domains (or an Optuna distribution) -> a :class:`_Param`."""
-    if isinstance(domain, BaseDistribution):
-        return _Param(name, path, domain)
-    if is_grid_search(domain):
-        raise ValueError(
-            f"OptunaSearch: grid_search at {name!r} is not supported: grid search is only for "
-            "BasicVariantGenerator (use choice(...) to let Optuna pick among the values)"
-        )
-    if isinstance(domain, Function):
-        raise ValueError(
-            f"OptunaSearch: sample_from at {name!r} is not supported (Optuna cannot model an "
-            "arbitrary function); give OptunaSearch a define-by-run function as `space` instead"
-        )
-    if isinstance(domain, Normal):
-        raise ValueError(
-            f"OptunaSearch: {domain!r} at {name!r} is not supported: Optuna has no normal "
-            "distribution; use uniform/loguniform bounds instead"
-        )
-    if isinstance(domain, Float):
-        lower, upper, q = float(domain.lower), float(domain.upper), domain.q
-        if q is None:
-            return _Param(name, path, FloatDistribution(lower, upper, log=domain.log), domain)
-        step = float(q)
-        lo_k, hi_k = _quantized_range(domain.function_name, domain.lower, domain.upper, step)
-
-        def quantize(x: float) -> float:
-            return _quantize_float(x, step, lo_k, hi_k)
-
-        if domain.log:  # Optuna has no step with log=True: sample log-uniformly, then round
-            return _Param(name, path, FloatDistribution(lower, upper, log=True), domain,
-                          quantize=quantize)
-        low, high = quantize(lo_k * step), quantize(hi_k * step)
-        return _Param(name, path, FloatDistribution(low, high, step=step), domain,
-                      quantize=quantize)
-    if isinstance(domain, Integer):
-        low, high, q = domain.low, domain.high, domain.q
-        if q is not None and q > 1 and domain.log:  # Optuna has no step with log=True
-
-            def quantize_int(x: int) -> int:
-                return int(min(max(round(x / q) * q, low), high))
-
-            return _Param(name, path, IntDistribution(low, high, log=True), domain,
-                          quantize=quantize_int)
-        return _Param(name, path, IntDistribution(low, high, log=domain.log, step=q or 1), domain)
-    if isinstance(domain, Categorical):
-        categories = list(domain.categories)
-        if any(_contains_search_leaf(c) for c in categories):
-            raise ValueError(
-                f"OptunaSearch: choice at {name!r} has search-space domains inside its "
-                "categories (a conditional space); OptunaSearch supports that only through a "
-                "define-by-run function as `space`"
-            )
-        if _primitive_choices(categories):
-            return _Param(name, path, CategoricalDistribution(categories), domain)
-        return _Param(name, path, CategoricalDistribution(list(range(len(categories)))), domain,
-                      index_choices=categories)
-    raise ValueError(f"OptunaSearch: {name!r} has an unsupported domain {domain!r}")
-
-
-def _expand_flat_keys(node: Any, path: Path = ()) -> Any:
-    """``{"a/b": x}`` -> ``{"a": {"b": x}}`` at any depth (Ray's flattened keys); search leaves
-    and non-dict values are kept as they are."""
-    if not isinstance(node, dict) or is_grid_search(node):
-        return node
-    out: dict = {}
-    for key, value in node.items():
-        parts = key.split("/") if isinstance(key, str) and "/" in key else [key]
-        if any(p == "" for p in parts):
-            parts = [key]
-        target = out
-        for depth, part in enumerate(parts[:-1]):
-            child = target.setdefault(part, {})
-            if not isinstance(child, dict) or is_grid_search(child):
-                raise ValueError(f"OptunaSearch: key {path_str(path + (key,))!r} collides with "
-                                 f"{path_str(path + tuple(parts[:depth + 1]))!r}")
-            target = child
-        leaf = parts[-1]
-        value = _expand_flat_keys(value, path + tuple(parts))
-        if leaf in target:
-            if isinstance(target[leaf], dict) and isinstance(value, dict) \
-                    and not is_grid_search(value) and not is_grid_search(target[leaf]):
-                for k, v in value.items():
-                    if k in target[leaf]:
-                        raise ValueError("OptunaSearch: two keys of the search space name "
-                                         f"{path_str(path + tuple(parts) + (k,))!r}")
-                    target[leaf][k] = v
-                continue
-            raise ValueError(
-                f"OptunaSearch: two keys of the search space name {path_str(path + tuple(parts))!r}"
-            )
-        target[leaf] = value
-    return out
-
-
-def _convert_space(space: dict) -> tuple[list[_Param], dict[str, Any]]:
-    """``(params, constants)`` of a (possibly nested) space; constants keyed by flat name.
-
-    ``space`` must have gone through :func:`_expand_flat_keys`.
-    """
-    if not isinstance(space, dict):
-        raise ValueError(f"space must be a dict, got {type(space).__name__}")
-    params: list[_Param] = []
-    constants: dict[str, Any] = {}
-    seen: set[str] = set()
-    for path, leaf in _leaves(space):
-        if not path:
-            continue  # an empty space
-        name = path_str(path)
-        if name in seen:
-            raise ValueError(
-                f"OptunaSearch: two keys of the search space flatten to the same name {name!r}"
-            )
-        seen.add(name)
-        if isinstance(leaf, (Domain, BaseDistribution)) or is_grid_search(leaf):
-            params.append(_translate(name, path, leaf))
-        else:
-            constants[name] = leaf
-    return params, constants
-
-
-def _equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - e.g. numpy arrays among the constants
-        return False
 
 
 def _deep_merge(base: dict, override: Mapping) -> dict:
@@ -317,27 +74,63 @@ def _deep_merge(base: dict, override: Mapping) -> dict:
     return base
 
 
-@contextlib.contextmanager
-def _quiet_optuna() -> Iterator[None]:
-    """Hide Optuna's INFO lines ("A new study created in memory ...") for one call."""
-    level = optuna.logging.get_verbosity()
-    if level >= optuna.logging.WARNING:
-        yield
-        return
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        yield
-    finally:
-        optuna.logging.set_verbosity(level)
+# --------------------------------------------------------------------------- argument checks
 
 
-def _check_seed(seed: Any, field: str) -> int | None:
-    if seed is None:
+def _checked_sampler(sampler: Any) -> optuna.samplers.BaseSampler | None:
+    if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
+        raise ValueError(
+            f"sampler must be an optuna sampler (optuna.samplers.BaseSampler), got "
+            f"{type(sampler).__name__}"
+        )
+    return sampler
+
+
+def _checked_points(points_to_evaluate: Any) -> list[dict]:
+    """A copy of ``points_to_evaluate`` (None: no points), each point a dict."""
+    if points_to_evaluate is None:
+        points_to_evaluate = []
+    if not isinstance(points_to_evaluate, (list, tuple)) or not all(
+        isinstance(p, Mapping) for p in points_to_evaluate
+    ):
+        raise ValueError(
+            f"points_to_evaluate must be a list of dicts, got {points_to_evaluate!r}"
+        )
+    return [dict(p) for p in points_to_evaluate]
+
+
+def _checked_rewards(evaluated_rewards: Any, points: list[dict], space: Any) -> list[float] | None:
+    """``evaluated_rewards`` as floats, one per point; only with a space whose distributions
+    are known."""
+    if evaluated_rewards is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
-            or not 0 <= int(seed) <= _MAX_SEED:
-        raise ValueError(f"{field} must be an integer in [0, 2**32 - 1] or None, got {seed!r}")
-    return int(seed)
+    if not isinstance(evaluated_rewards, (list, tuple)) \
+            or len(evaluated_rewards) != len(points):
+        raise ValueError(
+            "evaluated_rewards must be a list with one value per entry of "
+            f"points_to_evaluate ({len(points)}), got {evaluated_rewards!r}"
+        )
+    for i, r in enumerate(evaluated_rewards):
+        if isinstance(r, bool) or not isinstance(r, numbers.Real) or math.isnan(r):
+            raise ValueError(f"evaluated_rewards[{i}] must be a number, got {r!r}")
+    if callable(space):
+        raise ValueError(
+            "evaluated_rewards cannot be used with a define-by-run function as space "
+            "(the parameters' distributions are unknown)"
+        )
+    return [float(r) for r in evaluated_rewards]
+
+
+def _checked_space(space: Any) -> dict | Callable | None:
+    """The constructor's space, None when there is none (None or an empty dict)."""
+    if isinstance(space, dict):
+        return space or None
+    if space is None or callable(space):
+        return space
+    raise ValueError(
+        "space must be a dict (search space) or a define-by-run function, got "
+        f"{type(space).__name__}"
+    )
 
 
 # --------------------------------------------------------------------------- the searcher
@@ -375,48 +168,20 @@ class OptunaSearch(Searcher):
         evaluated_rewards: list[float] | None = None,
     ) -> None:
         super().__init__(metric=metric, mode=mode)
-        if sampler is not None and not isinstance(sampler, optuna.samplers.BaseSampler):
-            raise ValueError(
-                f"sampler must be an optuna sampler (optuna.samplers.BaseSampler), got "
-                f"{type(sampler).__name__}"
-            )
-        self._seed = _check_seed(seed, "seed")
+        self._sampler = _checked_sampler(sampler)
+        self._seed = check_seed(seed, "seed")
         if sampler is not None and seed is not None:
             logger.warning("OptunaSearch: a sampler was given, so seed=%r is not used; seed the "
                            "sampler itself", seed)
-        if points_to_evaluate is None:
-            points_to_evaluate = []
-        if not isinstance(points_to_evaluate, (list, tuple)) or not all(
-            isinstance(p, Mapping) for p in points_to_evaluate
-        ):
-            raise ValueError(
-                f"points_to_evaluate must be a list of dicts, got {points_to_evaluate!r}"
-            )
-        if evaluated_rewards is not None:
-            if not isinstance(evaluated_rewards, (list, tuple)) \
-                    or len(evaluated_rewards) != len(points_to_evaluate):
-                raise ValueError(
-                    "evaluated_rewards must be a list with one value per entry of "
-                    f"points_to_evaluate ({len(points_to_evaluate)}), got {evaluated_rewards!r}"
-                )
-            for i, r in enumerate(evaluated_rewards):
-                if isinstance(r, bool) or not isinstance(r, numbers.Real) or math.isnan(r):
-                    raise ValueError(f"evaluated_rewards[{i}] must be a number, got {r!r}")
-            if callable(space):
-                raise ValueError(
-                    "evaluated_rewards cannot be used with a define-by-run function as space "
-                    "(the parameters' distributions are unknown)"
-                )
-        self._points = [dict(p) for p in points_to_evaluate]
-        self._evaluated_rewards = None if evaluated_rewards is None \
-            else [float(r) for r in evaluated_rewards]
-        self._sampler = sampler
+        self._points = _checked_points(points_to_evaluate)
+        self._evaluated_rewards = _checked_rewards(evaluated_rewards, self._points, space)
+        space = _checked_space(space)
 
         self._space_source: Any = None  # what the space was given as (dict or function)
         self._template: dict = {}  # the dict space with "a/b" keys expanded into nested dicts
         self._define_by_run: Callable | None = None
-        self._params: list[_Param] = []
-        self._by_name: dict[str, _Param] = {}
+        self._params: list[OptunaParam] = []
+        self._by_name: dict[str, OptunaParam] = {}
         self._constants: dict[str, Any] = {}
         self._encoded_points: list[dict[str, Any]] = []
         self._base_config: dict = {}  # tune.run constants when the space is our own
@@ -428,16 +193,7 @@ class OptunaSearch(Searcher):
         self._null_rng = np.random.default_rng(0)
 
         if space is not None:
-            if isinstance(space, dict):
-                if space:
-                    self._set_space(space)
-            elif callable(space):
-                self._set_space(space)
-            else:
-                raise ValueError(
-                    "space must be a dict (search space) or a define-by-run function, got "
-                    f"{type(space).__name__}"
-                )
+            self._set_space(space)
 
     # ----------------------------------------------------------------- properties
 
@@ -453,7 +209,7 @@ class OptunaSearch(Searcher):
         Categories that Optuna cannot hold as they are (dicts, lists, objects, duplicates) are
         given as their indices.
         """
-        params, _ = _convert_space(_expand_flat_keys(spec))
+        params, _ = convert_space(expand_flat_keys(spec))
         return {p.name: p.dist for p in params}
 
     # ----------------------------------------------------------------- Searcher API
@@ -478,14 +234,14 @@ class OptunaSearch(Searcher):
             config = {}
         if not isinstance(config, dict):
             raise ValueError(f"config must be a dict, got {type(config).__name__}")
-        seed = _check_seed(spec.get("seed"), "seed")
+        seed = check_seed(spec.get("seed"), "seed")
 
         base_config: dict | None = None
         new_space = False
         if self._space_source is not None:
-            if config and config is not self._space_source and not _equal(config,
+            if config and config is not self._space_source and not values_equal(config,
                                                                             self._space_source):
-                if _contains_search_leaf(config):
+                if contains_search_leaf(config):
                     return False  # Ray Tune: the searcher keeps the space it was built with
                 base_config = config
         elif config:
@@ -626,28 +382,10 @@ class OptunaSearch(Searcher):
     def state_dict(self) -> dict:
         """The study's trials, the sampler (pickled, with its RNG) and the live trials."""
         state = super().state_dict()
-        study_state = None
-        if self._study is not None:
-            study = self._study
-            try:
-                sampler_blob: bytes | None = pickle.dumps(study.sampler)
-            except Exception as exc:  # noqa: BLE001 - a user sampler holding something unpicklable
-                logger.warning("OptunaSearch: cannot pickle the sampler (%s); a resumed search "
-                               "starts a fresh one", exc)
-                sampler_blob = None
-            study_state = {
-                "direction": "minimize" if self._mode == "min" else "maximize",
-                "sampler": sampler_blob,
-                # No deep copy needed (it costs ~0.1 s for 500 trials x 200 results): the
-                # in-memory storage replaces a trial object on every update, never mutates it.
-                "trials": study.get_trials(deepcopy=False),
-                "user_attrs": dict(study.user_attrs),
-                "system_attrs": dict(study._storage.get_study_system_attrs(study._study_id)),
-            }
         state.update(
             version=_STATE_VERSION,
             seed=self._seed,
-            study=study_state,
+            study=None if self._study is None else save_study(self._study, self._mode),
             live={tid: t.number for tid, t in self._live.items()},
             completed=sorted(self._completed),
         )
@@ -662,31 +400,14 @@ class OptunaSearch(Searcher):
             )
         super().load_state_dict(state)
         if self._seed is None and state.get("seed") is not None:
-            self._seed = _check_seed(state["seed"], "state['seed']")
+            self._seed = check_seed(state["seed"], "state['seed']")
         self._completed = set(state.get("completed", ()))
         self._live, self._steps = {}, {}
         study_state = state["study"]
         if study_state is None:
             self._study = None
             return
-        sampler = None
-        if study_state.get("sampler") is not None:
-            sampler = pickle.loads(study_state["sampler"])
-        if sampler is None:
-            sampler = self._make_sampler()
-        with _quiet_optuna():
-            study = optuna.create_study(sampler=sampler, direction=study_state["direction"])
-        storage, study_id = study._storage, study._study_id
-        for key, value in study_state.get("system_attrs", {}).items():
-            storage.set_study_system_attr(study_id, key, value)
-        for key, value in study_state.get("user_attrs", {}).items():
-            study.set_user_attr(key, value)
-        by_number: dict[int, Any] = {}
-        for frozen in study_state["trials"]:
-            # Straight into storage: add_trial would re-validate (e.g. reject an out-of-range
-            # point a running trial was fixed to), and the trial numbers must stay the same.
-            trial_id = storage.create_new_trial(study_id, template_trial=frozen)
-            by_number[storage.get_trial_number_from_id(trial_id)] = (trial_id, frozen)
+        study, by_number = restore_study(study_state, self._make_sampler)
         self._study = study
         for tid, number in state["live"].items():
             entry = by_number.get(number)
@@ -702,7 +423,7 @@ class OptunaSearch(Searcher):
     def _check_space(self, space: Any) -> None:
         if callable(space) and not isinstance(space, dict):
             return
-        _convert_space(_expand_flat_keys(space))
+        convert_space(expand_flat_keys(space))
 
     def _set_space(self, space: Any) -> None:
         if callable(space) and not isinstance(space, dict):
@@ -710,54 +431,19 @@ class OptunaSearch(Searcher):
             self._space_source = space
             self._encoded_points = [flatten_dict(p) for p in self._points]
             return
-        params, constants = _convert_space(_expand_flat_keys(space))
+        params, constants = convert_space(expand_flat_keys(space))
         self._params = params
         self._by_name = {p.name: p for p in params}
         self._constants = constants
         self._space_source = space
-        self._template = _expand_flat_keys(space)
+        self._template = expand_flat_keys(space)
         self._encoded_points = [
             self._encode_point(p, f"points_to_evaluate[{i}]") for i, p in enumerate(self._points)
         ]
 
     def _encode_point(self, point: Mapping, where: str) -> dict[str, Any]:
         """A point (nested or flattened keys) -> ``{param name: Optuna value}``."""
-        if not isinstance(point, Mapping):
-            raise ValueError(f"{where} must be a dict, got {point!r}")
-        out: dict[str, Any] = {}
-        names = set(self._by_name) | set(self._constants)
-
-        def walk(node: Any, name: str) -> None:
-            if name in self._by_name:
-                if name in out:
-                    raise ValueError(f"{where}: {name!r} is given twice")
-                out[name] = self._by_name[name].encode(node, where)
-                return
-            if name in self._constants:
-                constant = self._constants[name]
-                if not _equal(constant, node):
-                    raise ValueError(
-                        f"{where}: {name!r} is a constant ({constant!r}) of the search space, "
-                        f"not a searchable parameter; got {node!r}"
-                    )
-                return
-            prefix = f"{name}/" if name else ""
-            is_prefix = any(n.startswith(prefix) for n in names)
-            if is_prefix and isinstance(node, Mapping):
-                for k, v in node.items():
-                    walk(v, f"{prefix}{k}")
-                return
-            if is_prefix and isinstance(node, (list, tuple)):
-                for i, v in enumerate(node):
-                    walk(v, f"{prefix}{i}")
-                return
-            raise ValueError(
-                f"{where}: key {name!r} is not in the search space (parameters: "
-                f"{sorted(self._by_name)})"
-            )
-
-        walk(point, "")
-        return out
+        return encode_point(point, self._by_name, self._constants, where)
 
     def _make_sampler(self) -> optuna.samplers.BaseSampler:
         if self._sampler is not None:
@@ -768,12 +454,7 @@ class OptunaSearch(Searcher):
         if self._study is not None:
             return self._study
         assert self._mode is not None
-        with _quiet_optuna():
-            study = optuna.create_study(
-                sampler=self._make_sampler(),
-                direction="minimize" if self._mode == "min" else "maximize",
-            )
-        self._study = study
+        study = self._study = new_study(self._make_sampler(), self._mode)
         if self._evaluated_rewards is not None:
             for params, reward in zip(self._encoded_points, self._evaluated_rewards):
                 self._add_finished_trial(params, reward, TrialState.COMPLETE, None)
@@ -786,16 +467,9 @@ class OptunaSearch(Searcher):
         self, params: dict[str, Any], value: float | None, state: TrialState,
         intermediate_values: list[float] | None,
     ) -> None:
-        study = self._ensure_study()
-        trial = optuna.trial.create_trial(
-            params=params,
-            distributions={name: self._by_name[name].dist for name in params},
-            value=None if state != TrialState.COMPLETE else float(value),  # type: ignore[arg-type]
-            state=state,
-            intermediate_values=None if not intermediate_values
-            else {i + 1: float(v) for i, v in enumerate(intermediate_values)},
-        )
-        study.add_trial(trial)
+        add_finished_trial(self._ensure_study(), params,
+                           {name: p.dist for name, p in self._by_name.items()}, value, state,
+                           intermediate_values)
 
     def _report(self, trial_id: str, ot_trial: optuna.trial.Trial, result: Mapping,
                 steps: set[int]) -> None:
@@ -817,8 +491,4 @@ class OptunaSearch(Searcher):
     def _tell(self, ot_trial: optuna.trial.Trial, value: float | None,
               state: TrialState) -> None:
         assert self._study is not None
-        try:
-            self._study.tell(ot_trial, value, state=state)
-        except Exception as exc:  # noqa: BLE001 - never let bookkeeping in Optuna break the sweep
-            logger.warning("OptunaSearch: could not tell Optuna trial %d: %s", ot_trial.number,
-                           exc)
+        tell(self._study, ot_trial, value, state)
