@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from algorithms.learner_config import is_builtin, set_lr, to_cpu
-from algorithms.replay_buffer import ReplayBuffer, transitions
+from algorithms.replay_buffer import NStepTransitions, ReplayBuffer
 from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check
 
 #: Keys shared by the off-policy trainers, with the defaults they share.
@@ -119,6 +119,7 @@ class OffPolicyTrainer(DistributedTrainer):
 
         self.buffer = ReplayBuffer(c["replay_buffer_config"]["capacity"], ObsEncoder(self.observation_space).dim,
                                    shape, dtype)
+        self._assemble: NStepTransitions | None = None
         self.replay_rng = np.random.default_rng([self.seed, 2])
         self.torch_rng = torch.Generator(device=self.device).manual_seed(self.seed)
         self.num_updates = 0
@@ -141,13 +142,20 @@ class OffPolicyTrainer(DistributedTrainer):
     def _sample_round(self, env_steps: int) -> None:
         """Sample ``env_steps`` transitions into the buffer: NEXT_STEP reset slots are no
         transitions, so a round asks again for what they took (SB3 counts env steps alike)."""
-        c, got = self.cfg, 0
+        got = 0
         while got < env_steps:
             for fragment in self.sample(env_steps - got):
                 steps = int(fragment["valid"].sum())
-                self.buffer.add(transitions(fragment, float(c["gamma"]), c["n_step"]))
+                self.buffer.add(self._transitions(fragment))
                 self.count_batch(steps, fragment["episode_returns"], fragment["episode_lens"])
                 got += steps
+
+    def _transitions(self, fragment: dict[str, Any]) -> dict[str, Any]:
+        """The fragment's n-step transitions, windows continued across each worker's fragments."""
+        gamma, n_step = float(self.cfg["gamma"]), int(self.cfg["n_step"])
+        if self._assemble is None or (self._assemble.gamma, self._assemble.n_step) != (gamma, n_step):
+            self._assemble = NStepTransitions(gamma, n_step)  # a new config: the held rows start anew
+        return self._assemble(fragment)
 
     def _replayed(self) -> dict[str, Any]:
         import torch

@@ -6,6 +6,10 @@ sums the n rewards discounted and ``discount`` is ``gamma ** k`` for the k steps
 episode *terminated* in them (a *truncated* episode bootstraps from its final observation, which
 in NEXT_STEP autoreset mode is the observation of the reset step that follows). A transition
 never crosses an episode's end nor the fragment's end: near either it takes fewer steps.
+:class:`NStepTransitions` lifts the second limit for a stream of fragments: it holds back each
+worker's last ``n_step - 1`` steps until that worker's next fragment continues them, so that a
+fragment shorter than ``n_step`` (SAC's ``train_freq=1`` samples one step per round) still
+yields n-step transitions.
 
 :class:`ReplayBuffer` is a ring buffer of those in preallocated numpy arrays (FIFO eviction, as
 SB3's and RLlib's default buffers), sampled uniformly with the learner's generator.
@@ -24,8 +28,9 @@ import numpy as np
 FIELDS = ("obs", "actions", "rewards", "next_obs", "discounts")
 
 
-def transitions(fragment: dict[str, Any], gamma: float, n_step: int = 1) -> dict[str, np.ndarray]:
-    """The n-step transitions of a fragment's valid steps, flat (see the module docstring)."""
+def transitions(fragment: dict[str, Any], gamma: float, n_step: int = 1, starts: int | None = None) -> dict[str, np.ndarray]:
+    """The n-step transitions of a fragment's valid steps, flat (see the module docstring); with
+    ``starts``, only of the steps in its first ``starts`` rows."""
     obs, rewards, valid = fragment["obs"], fragment["rewards"], fragment["valid"]
     terminated = fragment["terminated"]
     done = terminated | fragment["truncated"]
@@ -55,10 +60,67 @@ def transitions(fragment: dict[str, Any], gamma: float, n_step: int = 1) -> dict
     terminal = terminated[last, np.arange(rewards.shape[1])[None, :]] & ended
     discount = np.where(terminal, 0.0, discount).astype(np.float32)
     next_obs = obs_after[last, np.arange(rewards.shape[1])[None, :]]
+    if starts is not None:
+        valid = valid.copy()
+        valid[starts:] = False
     mask = valid.reshape(-1)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
     return {"obs": flat(obs), "actions": flat(fragment["actions"]), "rewards": flat(reward_sum),
             "next_obs": flat(next_obs), "discounts": flat(discount)}
+
+
+_ROWS = ("obs", "actions", "rewards", "terminated", "truncated", "valid")  # (T, N, ...) per step
+
+
+class NStepTransitions:
+    """n-step transitions of a stream of fragments, windows crossing the fragments' ends.
+
+    Of each fragment, the steps whose n-step window is complete inside it become transitions at
+    once; its last ``n_step - 1`` rows wait for the same worker's next fragment, and are put in
+    front of it when it continues them (its first observation is the one they ended on; a worker
+    replaced or reconfigured meanwhile starts anew: the held rows then become transitions on
+    their own, shortened at their end as :func:`transitions` does).
+
+        assemble = NStepTransitions(gamma=0.99, n_step=3)
+        buffer.add(assemble(fragment))      # per fragment, in the order each worker sampled them
+    """
+
+    def __init__(self, gamma: float, n_step: int) -> None:
+        if n_step < 1:
+            raise ValueError(f"n_step must be >= 1, got {n_step}")
+        self.gamma, self.n_step = float(gamma), int(n_step)
+        self._held: dict[Any, dict[str, Any]] = {}  # worker index -> its last rows, not yet transitions
+
+    def __call__(self, fragment: dict[str, Any]) -> dict[str, np.ndarray]:
+        if self.n_step == 1:
+            return transitions(fragment, self.gamma, 1)
+        key = fragment.get("worker_index", 0)
+        held = self._held.pop(key, None)
+        done_before: dict[str, np.ndarray] | None = None
+        if held is not None:
+            if _continues(held, fragment):
+                fragment = {k: np.concatenate([held[k], fragment[k]]) for k in _ROWS} | {"last_obs": fragment["last_obs"]}
+            else:
+                done_before = transitions(held, self.gamma, self.n_step)
+        T = len(fragment["valid"])
+        keep = min(self.n_step - 1, T)
+        self._held[key] = {k: fragment[k][T - keep:] for k in _ROWS} | {"last_obs": fragment["last_obs"]}
+        out = transitions(fragment, self.gamma, self.n_step, starts=T - keep)
+        if done_before is not None:
+            out = {k: np.concatenate([done_before[k], out[k]]) for k in FIELDS}
+        return out
+
+    def reset(self) -> None:
+        """Forget the held rows (the workers' envs start anew)."""
+        self._held.clear()
+
+
+def _continues(held: dict[str, Any], fragment: dict[str, Any]) -> bool:
+    """Whether ``fragment`` goes on from where ``held`` ended: same envs, the observation it
+    starts from is the one ``held`` ended on."""
+    first = fragment["obs"][:1]
+    last = np.asarray(held["last_obs"], dtype=first.dtype)[None]
+    return first.shape == last.shape and bool(np.array_equal(first, last))
 
 
 class ReplayBuffer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algorithms.replay_buffer import ReplayBuffer, transitions
+from algorithms.replay_buffer import NStepTransitions, ReplayBuffer, transitions
 
 T, N, D = 7, 3, 2
 
@@ -84,3 +84,53 @@ def test_the_ring_buffer_evicts_the_oldest_and_its_state_round_trips():
     assert set(sample["actions"].tolist()) == {2, 3, 4, 5, 6}
     with pytest.raises(ValueError, match="empty"):
         ReplayBuffer(capacity=2, obs_dim=1, action_shape=(), action_dtype=np.int64).sample(1, np.random.default_rng(0))
+
+
+def _rows(f, start, stop, last_obs):
+    """Rows [start, stop) of fragment ``f`` as a fragment of their own, ending on ``last_obs``."""
+    keys = ("obs", "actions", "rewards", "terminated", "truncated", "valid")
+    return {k: f[k][start:stop] for k in keys} | {"last_obs": last_obs, "worker_index": 1}
+
+
+@pytest.mark.parametrize("piece", [1, 2])
+def test_n_step_windows_cross_the_fragments_of_a_stream(piece):
+    """Fed the fragment in pieces of ``piece`` rows (SAC's train_freq=1 samples one row per
+    round), the stream gives the whole fragment's 3-step transitions, as one fragment would:
+    every window complete, the last two rows held back for the next piece."""
+    f = _fragment(np.random.default_rng(7))
+    assemble = NStepTransitions(gamma=0.9, n_step=3)
+    outs = []
+    for start in range(0, T, piece):
+        stop = min(start + piece, T)
+        outs.append(assemble(_rows(f, start, stop, f["obs"][stop] if stop < T else f["last_obs"])))
+    got = {k: np.concatenate([o[k] for o in outs]) for k in outs[0]}
+    want = transitions(f, gamma=0.9, n_step=3, starts=T - 2)
+    assert len(want["rewards"]) == f["valid"][: T - 2].sum()
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6)
+
+
+def test_held_rows_not_continued_by_the_next_fragment_become_transitions_on_their_own():
+    """A worker replaced or reconfigured starts from a new observation: its held rows are not
+    joined to what follows, they end where they ended (shortened windows, as one fragment's)."""
+    f = _fragment(np.random.default_rng(8))
+    assemble = NStepTransitions(gamma=0.9, n_step=3)
+    head = _rows(f, 0, 4, f["obs"][4])
+    first = assemble(head)
+    np.testing.assert_allclose(first["rewards"], transitions(head, 0.9, 3, starts=2)["rewards"], rtol=1e-6)
+    other = _fragment(np.random.default_rng(9))  # starts from an observation the held rows did not end on
+    other["worker_index"] = 1
+    second = assemble(other)
+    held = _rows(f, 2, 4, f["obs"][4])
+    want = {k: np.concatenate([transitions(held, 0.9, 3)[k], transitions(other, 0.9, 3, starts=T - 2)[k]])
+            for k in first}
+    for k in want:
+        np.testing.assert_allclose(second[k], want[k], rtol=1e-6)
+
+
+def test_one_step_transitions_are_each_fragments_own():
+    f = _fragment(np.random.default_rng(10))
+    got = NStepTransitions(gamma=0.9, n_step=1)(f)
+    want = transitions(f, gamma=0.9, n_step=1)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])

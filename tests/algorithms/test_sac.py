@@ -224,3 +224,18 @@ def test_an_actor_with_the_wrong_output_shape_is_one_error_naming_model_before_s
     with pytest.raises(ValueError, match=r"config key 'model' \(make_wrong_actor\): SAC's forward\(obs\) must return "
                                          r"dist_inputs of shape \(batch, 2\).*got a tensor of shape \(2, 1\)"):
         SAC(config={"env": "Pendulum-v1", "model": make_wrong_actor})
+
+
+def test_n_step_targets_with_one_step_rounds():
+    """train_freq=1 samples one step per round: the 3-step windows still span three steps (they
+    continue across rounds), so the buffer's discounts are gamma ** 3 (Pendulum never terminates;
+    only windows cut by its 200-step truncation are shorter)."""
+    trainer = SAC(config={**SMALL, "seed": 0, "train_freq": 1, "gradient_steps": 1, "n_step": 3, "gamma": 0.9,
+                          "min_sample_timesteps_per_iteration": 100})
+    try:
+        trainer.train()
+        discounts = trainer.buffer.data["discounts"][: len(trainer.buffer)]
+        assert len(discounts) >= 95
+        assert np.allclose(discounts, 0.9 ** 3)
+    finally:
+        trainer.stop()
