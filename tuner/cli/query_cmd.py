@@ -159,9 +159,26 @@ def _last_line(text: str | None) -> str:
 @_store_errors
 def cmd_show(args: argparse.Namespace) -> int:
     """A sweep's status, every trial (status, iterations, metric, searched values, error) and its best."""
-    from tuner.search.variants import flatten_dict
-
     ref = locate(args.name, args.storage_path, args.database_url)
+    experiment = _stored_experiment(ref)
+    analysis = _analysis(ref)
+    try:
+        if getattr(args, "profile", False):
+            return _show_profile(analysis)
+        trials = analysis.trials
+        metric, mode = experiment.get("metric"), experiment.get("mode")
+        keys = _varying_keys([t.config for t in trials])
+        _print_sweep_info(ref, experiment, trials)
+        if trials:
+            _print_trials(trials, metric, keys)
+        if metric and mode:
+            _print_best(analysis, metric, mode)
+    finally:
+        analysis.close()
+    return EXIT_OK
+
+
+def _stored_experiment(ref: SweepRef) -> dict[str, Any]:
     store = open_store(ref)
     try:
         experiment = store.get_experiment(ref.name)
@@ -169,64 +186,65 @@ def cmd_show(args: argparse.Namespace) -> int:
         store.close()
     if experiment is None:
         raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
-    analysis = _analysis(ref)
-    if getattr(args, "profile", False):
-        try:
-            return _show_profile(analysis)
-        finally:
-            analysis.close()
-    try:
-        trials = analysis.trials
-        metric, mode = experiment.get("metric"), experiment.get("mode")
-        spec = experiment.get("spec") or {}
-        keys = _varying_keys([t.config for t in trials])
-        info = [
-            ("sweep", ref.name),
-            ("status", experiment.get("status", "")),
-            ("trainable", spec.get("trainable", "")),
-            ("metric", f"{metric} ({mode})" if metric else "none"),
-            ("trials", f"{len(trials)}" + (f": {_counts([t.status for t in trials])}" if trials else "")),
-            ("created", _when(experiment.get("created_at"))),
-            ("store", ref.url_for_display),
-            ("run dir", str(ref.run_dir)),
-        ]
-        if spec.get("tensorboard_dir"):
-            info.append(("tensorboard", str(spec["tensorboard_dir"])))
-        width = max(len(k) for k, _ in info)
-        print("\n".join(f"{k.ljust(width)}  {v}" for k, v in info))
-        if trials:
-            # Distributed trainers say where they sampled (and, for num_workers="auto", why).
-            layouts = [(t.last_result or {}).get("sampling_layout") for t in trials]
-            with_layout = any(layouts)
-            headers = ["TRIAL", "STATUS", "ITER", *([metric] if metric else []), *keys,
-                       *(["SAMPLING"] if with_layout else []), "ERROR"]
-            rows = []
-            for trial, layout in zip(trials, layouts):
-                flat = flatten_dict(trial.config)
-                result = flatten_dict(trial.last_result or {})
-                rows.append([trial.trial_id, trial.status, result.get("training_iteration", 0),
-                             *([fmt(result.get(metric))] if metric else []), *[fmt(flat.get(k)) for k in keys],
-                             *([layout or ""] if with_layout else []),
-                             _last_line(trial.error) if trial.status == "ERROR" else ""])
-            print()
-            print(format_table(headers, rows))
-            reasons = sorted({r for t in trials if (r := (t.last_result or {}).get("sampling_layout_reason"))})
-            for reason in reasons:
-                print(f"sampling (num_workers='auto'): {reason}")
-        if metric and mode:
-            answer = analysis.explain_best_trial(metric, mode)
-            best, note = answer.trial, answer.note()
-            print()
-            if best is None:
-                print(f"best: {note or f'no trial has reported {metric!r} yet'}")
-            else:
-                print(f"best: {best.trial_id} {metric}={fmt(flatten_dict(best.last_result).get(metric))}  "
-                      f"config: {json.dumps(jsonable(best.config))}")
-                if note:
-                    print(f"note: {note}")
-    finally:
-        analysis.close()
-    return EXIT_OK
+    return experiment
+
+
+def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[Any]) -> None:
+    metric, mode = experiment.get("metric"), experiment.get("mode")
+    spec = experiment.get("spec") or {}
+    info = [
+        ("sweep", ref.name),
+        ("status", experiment.get("status", "")),
+        ("trainable", spec.get("trainable", "")),
+        ("metric", f"{metric} ({mode})" if metric else "none"),
+        ("trials", f"{len(trials)}" + (f": {_counts([t.status for t in trials])}" if trials else "")),
+        ("created", _when(experiment.get("created_at"))),
+        ("store", ref.url_for_display),
+        ("run dir", str(ref.run_dir)),
+    ]
+    if spec.get("tensorboard_dir"):
+        info.append(("tensorboard", str(spec["tensorboard_dir"])))
+    width = max(len(k) for k, _ in info)
+    print("\n".join(f"{k.ljust(width)}  {v}" for k, v in info))
+
+
+def _print_trials(trials: list[Any], metric: str | None, keys: list[str]) -> None:
+    """One row per trial: status, iteration, metric, the searched values, sampling layout, error."""
+    from tuner.search.variants import flatten_dict
+
+    # Distributed trainers say where they sampled (and, for num_workers="auto", why).
+    layouts = [(t.last_result or {}).get("sampling_layout") for t in trials]
+    with_layout = any(layouts)
+    headers = ["TRIAL", "STATUS", "ITER", *([metric] if metric else []), *keys,
+               *(["SAMPLING"] if with_layout else []), "ERROR"]
+    rows = []
+    for trial, layout in zip(trials, layouts):
+        flat = flatten_dict(trial.config)
+        result = flatten_dict(trial.last_result or {})
+        rows.append([trial.trial_id, trial.status, result.get("training_iteration", 0),
+                     *([fmt(result.get(metric))] if metric else []), *[fmt(flat.get(k)) for k in keys],
+                     *([layout or ""] if with_layout else []),
+                     _last_line(trial.error) if trial.status == "ERROR" else ""])
+    print()
+    print(format_table(headers, rows))
+    reasons = sorted({r for t in trials if (r := (t.last_result or {}).get("sampling_layout_reason"))})
+    for reason in reasons:
+        print(f"sampling (num_workers='auto'): {reason}")
+
+
+def _print_best(analysis: Any, metric: str, mode: str) -> None:
+    from tuner.search.variants import flatten_dict
+
+    answer = analysis.explain_best_trial(metric, mode)
+    best, note = answer.trial, answer.note()
+    print()
+    if best is None:
+        print(f"best: {note or f'no trial has reported {metric!r} yet'}")
+    else:
+        print(f"best: {best.trial_id} {metric}={fmt(flatten_dict(best.last_result).get(metric))}  "
+              f"config: {json.dumps(jsonable(best.config))}")
+        if note:
+            print(f"note: {note}")
 
 
 _PROFILE_COLUMNS = ("cpus", "hold_s", "start_s", "rollout_start_s", "sampling_s", "learning_s", "other_training_s",

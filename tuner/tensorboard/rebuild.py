@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,19 @@ def export_tensorboard(
         >>> tuner.export_tensorboard("~/tuner_results/ppo_sweep")       # doctest: +SKIP
         PosixPath('/home/me/tuner_results/ppo_sweep/tensorboard')
     """
+    _check_arguments(name_or_path, database_url, logdir, overwrite)
+    run_dir, name = _run_dir_and_name(name_or_path)
+    if database_url is None:
+        database_url = _database_url_of(run_dir)
+    target = _target_logdir(run_dir, logdir, overwrite)
+    sweep = _read_sweep(database_url, name)
+    _write_logdir(target, sweep)
+    return target
+
+
+def _check_arguments(
+    name_or_path: Any, database_url: Any, logdir: Any, overwrite: Any,
+) -> None:
     if not isinstance(name_or_path, (str, os.PathLike)) or not os.fspath(name_or_path):
         raise ValueError(f"name_or_path must be a sweep's run directory or name, got {name_or_path!r}")
     if database_url is not None and (not isinstance(database_url, str) or not database_url):
@@ -54,18 +68,36 @@ def export_tensorboard(
         raise ValueError(f"logdir must be a path (str or os.PathLike) or None, got {logdir!r}")
     if not isinstance(overwrite, bool):
         raise ValueError(f"overwrite must be True or False, got {overwrite!r}")
-    run_dir, name = _run_dir_and_name(name_or_path)
-    if database_url is None:
-        if not (run_dir / "tuner.db").exists():
-            raise ValueError(
-                f"name_or_path: no sweep at {run_dir} (no tuner.db there); pass the sweep's run "
-                f"directory, or its name and database_url"
-            )
-        database_url = default_database_url(run_dir)
+
+
+def _database_url_of(run_dir: Path) -> str:
+    """The URL of the SQLite store ``tune.run`` keeps in ``run_dir``; an error when there is none."""
+    if not (run_dir / "tuner.db").exists():
+        raise ValueError(
+            f"name_or_path: no sweep at {run_dir} (no tuner.db there); pass the sweep's run "
+            f"directory, or its name and database_url"
+        )
+    return default_database_url(run_dir)
+
+
+def _target_logdir(run_dir: Path, logdir: str | os.PathLike[str] | None, overwrite: bool) -> Path:
     target = Path(logdir).expanduser().absolute() if logdir is not None else run_dir / "tensorboard"
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
         raise ValueError(f"logdir: {target} exists and is not empty; pass overwrite=True to replace it")
+    return target
 
+
+@dataclass
+class _StoredSweep:
+    """What the export needs of a sweep, read in one go so that the store is closed before writing."""
+
+    experiment: dict[str, Any]
+    trials: list[dict[str, Any]]
+    histories: dict[Any, list[dict[str, Any]]]
+    exploits: list[dict[str, Any]]
+
+
+def _read_sweep(database_url: str, name: str) -> _StoredSweep:
     store = Store(database_url, create=False)
     try:
         experiment = store.get_experiment(name)
@@ -77,11 +109,15 @@ def export_tensorboard(
         exploits = store.exploits(experiment_id) if hasattr(store, "exploits") else []
     finally:
         store.close()
+    return _StoredSweep(experiment, trials, histories, exploits)
 
-    spec = experiment.get("spec") or {}
+
+def _write_logdir(target: Path, sweep: _StoredSweep) -> None:
+    """Export ``sweep`` into a staging directory beside ``target``, then swap it in for ``target``."""
+    spec = sweep.experiment.get("spec") or {}
     domains = spec.get("hparam_domains")
     first_config: dict[str, Any] = {}
-    for exploit in exploits:  # oldest first: a trial's first exploit holds the config it started with
+    for exploit in sweep.exploits:  # oldest first: a trial's first exploit holds the config it started with
         first_config.setdefault(exploit["trial_id"], exploit["old_config"])
     trainable = spec.get("trainable") or "trial"
 
@@ -90,20 +126,10 @@ def export_tensorboard(
     shutil.rmtree(staging, ignore_errors=True)
     try:
         exporter = TensorBoardExporter(staging, hparam_domains=domains if isinstance(domains, list) else None)
-        exporter.begin(metric=experiment.get("metric"), time_created=experiment.get("created_at"), live=False)
-        for row in trials:
-            history = histories.get(row["trial_id"], [])
-            status = row["status"]
-            if not history and status not in (RUNNING, PAUSED, ERROR) and not row.get("num_failures"):
-                continue  # never started (or no way to tell): the live export has no session either
-            name_in_logdir = f"{trainable}_{row['trial_id']}"
-            exporter.start_session(name_in_logdir, first_config.get(row["trial_id"], row["config"]),
-                                   start_time=_start_time(row, history))
-            for result in history:
-                exporter.add_result(name_in_logdir, result)
-            if status in (TERMINATED, ERROR):
-                exporter.end_session(name_in_logdir, "success" if status == TERMINATED else "failure",
-                                     end_time=row.get("updated_at"))
+        exporter.begin(metric=sweep.experiment.get("metric"), time_created=sweep.experiment.get("created_at"),
+                       live=False)
+        for row in sweep.trials:
+            _export_trial(exporter, row, sweep.histories.get(row["trial_id"], []), trainable, first_config)
         exporter.close()
         if target.exists():
             if target.is_dir():
@@ -114,7 +140,24 @@ def export_tensorboard(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return target
+
+
+def _export_trial(
+    exporter: TensorBoardExporter, row: dict[str, Any], history: list[dict[str, Any]], trainable: str,
+    first_config: dict[str, Any],
+) -> None:
+    """One trial's session: its first config, every stored result, and its end if it ended."""
+    status = row["status"]
+    if not history and status not in (RUNNING, PAUSED, ERROR) and not row.get("num_failures"):
+        return  # never started (or no way to tell): the live export has no session either
+    name_in_logdir = f"{trainable}_{row['trial_id']}"
+    exporter.start_session(name_in_logdir, first_config.get(row["trial_id"], row["config"]),
+                           start_time=_start_time(row, history))
+    for result in history:
+        exporter.add_result(name_in_logdir, result)
+    if status in (TERMINATED, ERROR):
+        exporter.end_session(name_in_logdir, "success" if status == TERMINATED else "failure",
+                             end_time=row.get("updated_at"))
 
 
 def _start_time(row: dict[str, Any], history: list[dict[str, Any]]) -> float | None:
