@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import os
-import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import ray
 
-from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler, validate_mode
+from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
 from tuner.execution import signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.controller import Controller
+from tuner.execution.leftovers import Leftovers, nothing_to_keep
 from tuner.execution.profiler import SweepProfiler, save_profile
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
@@ -28,32 +28,25 @@ from tuner.execution.sweep_lock import SweepLock
 from tuner.execution.trial_naming import TrialNamer
 from tuner.ray_session import check_ray_address, ensure_ray
 from tuner.registry import get_trainable
+from tuner.run_arguments import check_writable_dir, validate_arguments
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
-from tuner.stopper import to_stopper
+from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
-from tuner.trainable.function_trainable import FunctionTrainable, wrap_function
+from tuner.trainable.function_trainable import wrap_function
 from tuner.trainable.trainable import Trainable
 from tuner.tune_config import (
-    SWEEP_NAME_RULE,
     CheckpointConfig,
+    CheckpointSettings,
     check_fail_fast,
     checkpoint_settings,
     default_sweep_name,
-    is_sweep_name,
 )
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
 
 logger = logging.getLogger(__name__)
-
-
-def _check_int(value: Any, field: str, minimum: int, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
 
 
 def resolve_trainable(trainable: Any) -> type[Trainable]:
@@ -94,88 +87,21 @@ def _resources_for(trainable_cls: type[Trainable], resources_per_trial: Any) -> 
     return per_config
 
 
-def _validate_arguments(
-    trainable_cls: type[Trainable], *, config: Any, num_samples: Any, metric: Any, mode: Any,
-    scheduler: Any, search_alg: Any, time_budget_s: Any, max_concurrent_trials: Any, max_failures: Any,
-    checkpoint_freq: Any, checkpoint_at_end: Any, name: Any, seed: Any, tensorboard: Any = True,
-    tensorboard_dir: Any = None,
-) -> None:
-    """Raise one ValueError naming the first bad argument of tune.run; nothing is written before."""
-    if not isinstance(config, Mapping):
-        raise ValueError(f"config must be a dict (the search space), got {type(config).__name__}")
-    _check_int(num_samples, "num_samples", 1)
-    validate_mode(mode)
-    if metric is not None and not isinstance(metric, str):
-        raise ValueError(f"metric must be a string, got {metric!r}")
-    if (metric is None) != (mode is None):
-        raise ValueError(f"metric and mode go together: got metric={metric!r}, mode={mode!r}")
-    if scheduler is not None and not isinstance(scheduler, TrialScheduler):
-        raise ValueError(f"scheduler must be a TrialScheduler, got {type(scheduler).__name__}")
-    if search_alg is not None and not isinstance(search_alg, Searcher):
-        raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
-    if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
-        raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
-    _check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
-    _check_int(max_failures, "max_failures", -1)
-    _check_int(checkpoint_freq, "checkpoint_freq", 0)
-    if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
-        raise ValueError(
-            "checkpoint_freq: a function trainable checkpoints itself through "
-            "tune.report(..., checkpoint=...); checkpoint_freq is for Trainable classes"
-        )
-    if not isinstance(checkpoint_at_end, bool):
-        raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
-    if name is not None and not is_sweep_name(name):
-        raise ValueError(f"name must be {SWEEP_NAME_RULE}, got {name!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"seed must be an int or None, got {seed!r}")
-    if not isinstance(tensorboard, bool):
-        raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
-    if tensorboard_dir is not None and (
-        not isinstance(tensorboard_dir, (str, os.PathLike)) or not os.fspath(tensorboard_dir)
-    ):
-        raise ValueError(f"tensorboard_dir must be a path (str or os.PathLike) or None, got {tensorboard_dir!r}")
-
-
-def _check_writable_dir(path: Path, field: str) -> None:
-    """Raise one ValueError naming ``field`` unless ``path`` is a directory this process can write
-    into, or one it can create. Permission bits say nothing when running as root, so the test is
-    a real one: an empty directory made and removed in the nearest existing ancestor."""
-    existing = path
-    try:
-        while not existing.exists():
-            existing = existing.parent
-    except OSError as exc:  # an ancestor this user may not look into
-        raise ValueError(f"{field}: cannot use {path} ({exc.strerror or exc})") from None
-    if not existing.is_dir():
-        where = "is a file" if existing == path else f"is inside {existing}, which is a file"
-        raise ValueError(f"{field}: {path} {where}; expected a directory (created if missing)")
-    try:
-        probe = tempfile.mkdtemp(prefix=".tuner-write-check-", dir=existing)
-    except OSError as exc:
-        raise ValueError(
-            f"{field}: cannot write into {existing} ({(exc.strerror or str(exc)).lower()}); "
-            f"expected a directory this user can write (created if missing)"
-        ) from None
-    with contextlib.suppress(OSError):  # the directory could be made: that was the question
-        os.rmdir(probe)
-
-
 def _check_can_run(storage_path: Any, name: Any, tensorboard: Any, tensorboard_dir: Any) -> None:
     """Raise one clear error, before anything is written, when the sweep could not be stored where
     it is asked to (``storage_path``, ``tensorboard_dir``) or the Ray it is to join does not answer."""
     if storage_path is not None and (not isinstance(storage_path, (str, os.PathLike)) or not os.fspath(storage_path)):
         raise ValueError(f"storage_path must be a path (str or os.PathLike) or None, got {storage_path!r}")
     root = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute()
-    _check_writable_dir(root, "storage_path")
+    check_writable_dir(root, "storage_path")
     if isinstance(name, str):
         run_dir = root / name
         if run_dir.exists() and not run_dir.is_dir():
             raise ValueError(f"name: {run_dir} (the sweep's run directory) is a file; pick another name")
         if run_dir.is_dir():  # a resumed sweep writes into its own directory
-            _check_writable_dir(run_dir, "storage_path")
+            check_writable_dir(run_dir, "storage_path")
     if tensorboard and tensorboard_dir is not None:
-        _check_writable_dir(Path(tensorboard_dir).expanduser().absolute(), "tensorboard_dir")
+        check_writable_dir(Path(tensorboard_dir).expanduser().absolute(), "tensorboard_dir")
     check_ray_address()
 
 
@@ -295,13 +221,85 @@ def run(
         {'x': 2}
     """
     called_at = time.monotonic()  # the sweep's profile counts engine start from here
+    sweep = _resolve_sweep(
+        run_or_experiment, config=config, num_samples=num_samples, metric=metric, mode=mode, scheduler=scheduler,
+        search_alg=search_alg, stop=stop, time_budget_s=time_budget_s, resources_per_trial=resources_per_trial,
+        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, checkpoint_freq=checkpoint_freq,
+        checkpoint_at_end=checkpoint_at_end, storage_path=storage_path, database_url=database_url, name=name,
+        seed=seed, verbose=verbose, resume=resume, callbacks=callbacks, tensorboard=tensorboard,
+        tensorboard_dir=tensorboard_dir, checkpoint_config=checkpoint_config, keep_checkpoints_num=keep_checkpoints_num,
+        checkpoint_score_attr=checkpoint_score_attr, fail_fast=fail_fast, reuse_actors=reuse_actors,
+        trial_name_creator=trial_name_creator, trial_dirname_creator=trial_dirname_creator,
+    )
+    lock, leftovers, store = _open_sweep(sweep)
+    started = _Started()
+    try:
+        trials = _run_sweep(sweep, store, started, called_at=called_at, tuner_state=_tuner_state)
+    except BaseException as exc:
+        leftovers.discard = nothing_to_keep(exc, started.existing, started.experiment_id, started.controller)
+        raise
+    finally:
+        _close_sweep(store, lock, leftovers, started.experiment_id)
+
+    analysis = ExperimentAnalysis(sweep.run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
+    _raise_for_failures(trials, fail_fast=fail_fast, raise_on_failed_trial=raise_on_failed_trial)
+    return analysis
+
+
+@dataclass
+class _Sweep:
+    """tune.run's arguments, checked, and the parts of the sweep made from them before anything is written."""
+
+    trainable_cls: type[Trainable]
+    config: Mapping[str, Any]
+    num_samples: int
+    metric: str | None
+    mode: str | None
+    scheduler: TrialScheduler
+    searcher: Searcher
+    max_trials: int | None
+    stop: Any
+    stopper: Stopper
+    time_budget_s: float | None
+    resources_per_trial: Any
+    resources_for: Callable[[dict[str, Any]], PlacementGroupFactory]
+    max_concurrent_trials: int | None
+    max_failures: int
+    ckpt: CheckpointSettings
+    fail_fast: bool | str
+    seed: int | None
+    resume: bool | str
+    namer: TrialNamer
+    callbacks: CallbackList
+    reporter: ProgressReporter
+    name: str
+    run_dir: Path
+    tb_dir: Path | None  # None: no TensorBoard export
+    database_url: str | None  # as given: None keeps the store in the run directory
+    url: str
+    hparam_domains: list[dict[str, Any]]
+
+
+def _resolve_sweep(
+    run_or_experiment: Any, *, config: Mapping[str, Any] | None, num_samples: int, metric: str | None,
+    mode: str | None, scheduler: TrialScheduler | None, search_alg: Searcher | None, stop: Any,
+    time_budget_s: float | None, resources_per_trial: Any, max_concurrent_trials: int | None, max_failures: int,
+    checkpoint_freq: int, checkpoint_at_end: bool, storage_path: str | os.PathLike[str] | None,
+    database_url: str | None, name: str | None, seed: int | None, verbose: int, resume: bool | str,
+    callbacks: Sequence[Callback] | None, tensorboard: bool, tensorboard_dir: str | os.PathLike[str] | None,
+    checkpoint_config: CheckpointConfig | None, keep_checkpoints_num: int | None,
+    checkpoint_score_attr: str | None, fail_fast: bool | str, reuse_actors: bool | None,
+    trial_name_creator: Callable[[Any], str] | None, trial_dirname_creator: Callable[[Any], str] | None,
+) -> _Sweep:
+    """Check tune.run's arguments (one ValueError naming the first bad one) and resolve them into
+    the sweep's parts: trainable, scheduler and searcher, paths, store URL. Nothing is written."""
     trainable_cls = resolve_trainable(run_or_experiment)
     config = {} if config is None else config
     ckpt = checkpoint_settings(
         checkpoint_config, keep_checkpoints_num=keep_checkpoints_num, checkpoint_score_attr=checkpoint_score_attr,
         checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end,
     )
-    _validate_arguments(
+    validate_arguments(
         trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
         scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
         max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
@@ -318,10 +316,8 @@ def run(
     stopper = to_stopper(stop)
     resources_for = _resources_for(trainable_cls, resources_per_trial)
     reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
-
     scheduler, searcher, innermost, max_trials = _prepare_search(
         scheduler, search_alg, metric=metric, mode=mode, config=config, num_samples=num_samples, seed=seed)
-
     name = name or default_sweep_name(trainable_cls.__name__)
     run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
     tb_dir = Path(tensorboard_dir).expanduser().absolute() if tensorboard_dir is not None else run_dir / "tensorboard"
@@ -329,136 +325,163 @@ def run(
     url = database_url or default_database_url(run_dir)
     if resume not in (False, "AUTO") and database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
+    return _Sweep(
+        trainable_cls=trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
+        scheduler=scheduler, searcher=searcher, max_trials=max_trials, stop=stop, stopper=stopper,
+        time_budget_s=time_budget_s, resources_per_trial=resources_per_trial, resources_for=resources_for,
+        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, ckpt=ckpt, fail_fast=fail_fast,
+        seed=seed, resume=resume, namer=namer, callbacks=callback_list, reporter=reporter, name=name,
+        run_dir=run_dir, tb_dir=tb_dir if tensorboard else None, database_url=database_url, url=url,
+        hparam_domains=hparam_domains,
+    )
+
+
+def _open_sweep(sweep: _Sweep) -> tuple[SweepLock, Leftovers, Store]:
+    """Hold the sweep (its lock), note what is there before this call, and open its store; a store
+    that cannot be opened frees the lock and removes what this call made."""
     # One driver per sweep, held where the sweep is stored: taken before the sweep is looked up or
     # anything is written, so two drivers racing on one sweep cannot both run it.
-    lock = SweepLock(url, name, run_dir).acquire()
+    lock = SweepLock(sweep.url, sweep.name, sweep.run_dir).acquire()
     # Looked at once this driver holds the sweep: what is there now is not this call's to remove.
-    leftovers = _Leftovers(run_dir, tb_dir if tensorboard else None, in_database=database_url is not None)
+    leftovers = Leftovers(sweep.run_dir, sweep.tb_dir, in_database=sweep.database_url is not None)
     try:
-        store = Store(url)
+        store = Store(sweep.url)
     except BaseException:
         lock.release()
         leftovers.remove_files()
         raise
-    existing: dict[str, Any] | None = None
+    return lock, leftovers, store
+
+
+@dataclass
+class _Started:
+    """How far a sweep got, which is what decides whether a failure leaves anything behind."""
+
+    existing: dict[str, Any] | None = None  # the stored sweep this call resumes
     experiment_id: int | None = None
     controller: Controller | None = None
+
+
+def _run_sweep(
+    sweep: _Sweep, store: Store, started: _Started, *, called_at: float, tuner_state: bytes | None,
+) -> list[Any]:
+    """Start Ray, record the sweep in the store, build its controller (adopting the stored trials on
+    a resume) and run it; ``started`` follows along for the cleanup of a failure."""
+    started.existing = existing = _existing_sweep(store, sweep.name, sweep.resume)
+    ray_began = time.monotonic()
+    ensure_ray()
+    signals.rearm()  # ray.init installs its own SIGTERM handler
+    ray_start_s = time.monotonic() - ray_began
+    started.experiment_id = experiment_id = _record_experiment(sweep, store, existing, tuner_state)
+    checkpoints = CheckpointManager(
+        store, experiment_id, str(sweep.run_dir), num_to_keep=sweep.ckpt.num_to_keep,
+        score_attribute=sweep.ckpt.score_attribute, score_order=sweep.ckpt.score_order,
+    )
+    profiler = SweepProfiler(
+        total_cpus=float(ray.cluster_resources().get("CPU", 0.0)), called_at=called_at, ray_start_s=ray_start_s,
+        stored=store.trial_profiles(experiment_id) if existing is not None else None,
+    )
+    started.controller = controller = _build_controller(
+        sweep, store, experiment_id, profiler, checkpoints, resumed=existing is not None)
+    if existing is not None:
+        _adopt_stored_sweep(controller, checkpoints, load_sweep(
+            store, experiment_id, experiment_name=sweep.name, trainable_name=sweep.trainable_cls.__name__,
+            run_dir=str(sweep.run_dir), resources_for=sweep.resources_for,
+            retry_errored=sweep.resume in ("ERRORED_ONLY", "RESTART_ERRORED"),
+            restart_errored=sweep.resume == "RESTART_ERRORED",
+        ))
+    store.set_experiment_status(experiment_id, "RUNNING")
     try:
-        existing = _existing_sweep(store, name, resume)
-        ray_began = time.monotonic()
-        ensure_ray()
-        signals.rearm()  # ray.init installs its own SIGTERM handler
-        ray_start_s = time.monotonic() - ray_began
-        spec = _sweep_spec(
-            trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode, scheduler=scheduler,
-            searcher=searcher, stop=stop, time_budget_s=time_budget_s, resources_per_trial=resources_per_trial,
-            max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, ckpt=ckpt, fail_fast=fail_fast,
-            seed=seed, run_dir=run_dir, url=url, hparam_domains=hparam_domains,
-            tensorboard_dir=tb_dir if tensorboard else None,
-        )
-        if tensorboard:
-            from tuner.tensorboard.exporter import TensorBoardExporter
-
-            if existing is not None and not tb_dir.exists():  # resumed without its logs: rebuild them first
-                _rebuild_tensorboard(run_dir, url, tb_dir)
-            callback_list.add(TensorBoardExporter(tb_dir, hparam_domains=hparam_domains))
-        experiment_id = store.get_or_create_experiment(name, spec=spec, metric=metric, mode=mode)
-        if _tuner_state is not None:  # what Tuner.restore rebuilds the Tuner from
-            store.save_state(experiment_id, "tuner", _tuner_state)
-        checkpoints = CheckpointManager(
-            store, experiment_id, str(run_dir), num_to_keep=ckpt.num_to_keep,
-            score_attribute=ckpt.score_attribute, score_order=ckpt.score_order,
-        )
-        profiler = SweepProfiler(
-            total_cpus=float(ray.cluster_resources().get("CPU", 0.0)), called_at=called_at, ray_start_s=ray_start_s,
-            stored=store.trial_profiles(experiment_id) if existing is not None else None,
-        )
-        controller = Controller(
-            profiler=profiler, trainable_cls=trainable_cls, experiment_id=experiment_id, experiment_name=name,
-            run_dir=str(run_dir), store=store, searcher=searcher, scheduler=scheduler, stopper=stopper, metric=metric,
-            mode=mode, resources_for=resources_for, max_trials=max_trials, max_concurrent_trials=max_concurrent_trials,
-            max_failures=max_failures, checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end,
-            time_budget_s=time_budget_s, reporter=reporter, callbacks=callback_list,
-            callback_info=_callback_info(
-                stop=stop, num_samples=num_samples, max_trials=max_trials, name=name, experiment_id=experiment_id,
-                run_dir=run_dir, metric=metric, mode=mode, config=config, resumed=existing is not None,
-            ),
-            checkpoint_manager=checkpoints, trial_namer=namer, fail_fast=fail_fast,
-        )
-        if existing is not None:
-            _adopt_stored_sweep(controller, checkpoints, load_sweep(
-                store, experiment_id, experiment_name=name, trainable_name=trainable_cls.__name__,
-                run_dir=str(run_dir), resources_for=resources_for,
-                retry_errored=resume in ("ERRORED_ONLY", "RESTART_ERRORED"), restart_errored=resume == "RESTART_ERRORED",
-            ))
-        store.set_experiment_status(experiment_id, "RUNNING")
-        try:
-            trials = controller.run()
-        finally:
-            save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
-    except BaseException as exc:
-        leftovers.discard = _nothing_to_keep(exc, existing, experiment_id, controller)
-        raise
+        return controller.run()
     finally:
-        try:
-            if leftovers.discard:
-                leftovers.remove_experiment(store, experiment_id)
-            store.close()
-        finally:
-            lock.release()
-            if leftovers.discard:
-                leftovers.remove_files()
-
-    analysis = ExperimentAnalysis(run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
-    _raise_for_failures(trials, fail_fast=fail_fast, raise_on_failed_trial=raise_on_failed_trial)
-    return analysis
+        save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
 
 
-def _sweep_spec(
-    trainable_cls: type, *, config: Mapping[str, Any], num_samples: int, metric: str | None, mode: str | None,
-    scheduler: TrialScheduler, searcher: Searcher, stop: Any, time_budget_s: float | None,
-    resources_per_trial: Any, max_concurrent_trials: int | None, max_failures: int, ckpt: Any,
-    fail_fast: bool | str, seed: int | None, run_dir: Path, url: str, hparam_domains: Any,
-    tensorboard_dir: Path | None,
-) -> dict[str, Any]:
+def _record_experiment(
+    sweep: _Sweep, store: Store, existing: dict[str, Any] | None, tuner_state: bytes | None,
+) -> int:
+    """The sweep's experiment row (made, or the stored one of a resume) with its spec; the live
+    TensorBoard export is added to the callbacks first (its logs rebuilt if a resume lost them)."""
+    spec = _sweep_spec(sweep)
+    if sweep.tb_dir is not None:
+        from tuner.tensorboard.exporter import TensorBoardExporter
+
+        if existing is not None and not sweep.tb_dir.exists():  # resumed without its logs: rebuild them first
+            _rebuild_tensorboard(sweep.run_dir, sweep.url, sweep.tb_dir)
+        sweep.callbacks.add(TensorBoardExporter(sweep.tb_dir, hparam_domains=sweep.hparam_domains))
+    experiment_id = store.get_or_create_experiment(sweep.name, spec=spec, metric=sweep.metric, mode=sweep.mode)
+    if tuner_state is not None:  # what Tuner.restore rebuilds the Tuner from
+        store.save_state(experiment_id, "tuner", tuner_state)
+    return experiment_id
+
+
+def _build_controller(
+    sweep: _Sweep, store: Store, experiment_id: int, profiler: SweepProfiler, checkpoints: CheckpointManager,
+    *, resumed: bool,
+) -> Controller:
+    return Controller(
+        profiler=profiler, trainable_cls=sweep.trainable_cls, experiment_id=experiment_id,
+        experiment_name=sweep.name, run_dir=str(sweep.run_dir), store=store, searcher=sweep.searcher,
+        scheduler=sweep.scheduler, stopper=sweep.stopper, metric=sweep.metric, mode=sweep.mode,
+        resources_for=sweep.resources_for, max_trials=sweep.max_trials,
+        max_concurrent_trials=sweep.max_concurrent_trials, max_failures=sweep.max_failures,
+        checkpoint_freq=sweep.ckpt.frequency, checkpoint_at_end=sweep.ckpt.at_end,
+        time_budget_s=sweep.time_budget_s, reporter=sweep.reporter, callbacks=sweep.callbacks,
+        callback_info=_callback_info(sweep, experiment_id, resumed=resumed),
+        checkpoint_manager=checkpoints, trial_namer=sweep.namer, fail_fast=sweep.fail_fast,
+    )
+
+
+def _close_sweep(store: Store, lock: SweepLock, leftovers: Leftovers, experiment_id: int | None) -> None:
+    """Close the store and free the sweep; a new sweep that failed with nothing to keep is removed,
+    its rows before the store closes, its files once the lock is released."""
+    try:
+        if leftovers.discard:
+            leftovers.remove_experiment(store, experiment_id)
+        store.close()
+    finally:
+        lock.release()
+        if leftovers.discard:
+            leftovers.remove_files()
+
+
+def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
     """What the store keeps of the call (``experiments.spec``): plain values, the database URL masked."""
     return {
-        "trainable": trainable_cls.__name__,
-        "config": repr(dict(config)),
-        "num_samples": num_samples,
-        "metric": metric,
-        "mode": mode,
-        "scheduler": type(scheduler).__name__,
-        "search_alg": type(searcher).__name__,
-        "stop": repr(stop),
-        "time_budget_s": time_budget_s,
-        "resources_per_trial": repr(resources_per_trial),
-        "max_concurrent_trials": max_concurrent_trials,
-        "max_failures": max_failures,
-        **_checkpoint_spec(ckpt),
-        "fail_fast": fail_fast,
-        "seed": seed,
-        "run_dir": str(run_dir),
-        "database_url": mask_url(url),
-        "hparam_domains": hparam_domains,
-        "tensorboard_dir": str(tensorboard_dir) if tensorboard_dir is not None else None,
+        "trainable": sweep.trainable_cls.__name__,
+        "config": repr(dict(sweep.config)),
+        "num_samples": sweep.num_samples,
+        "metric": sweep.metric,
+        "mode": sweep.mode,
+        "scheduler": type(sweep.scheduler).__name__,
+        "search_alg": type(sweep.searcher).__name__,
+        "stop": repr(sweep.stop),
+        "time_budget_s": sweep.time_budget_s,
+        "resources_per_trial": repr(sweep.resources_per_trial),
+        "max_concurrent_trials": sweep.max_concurrent_trials,
+        "max_failures": sweep.max_failures,
+        **_checkpoint_spec(sweep.ckpt),
+        "fail_fast": sweep.fail_fast,
+        "seed": sweep.seed,
+        "run_dir": str(sweep.run_dir),
+        "database_url": mask_url(sweep.url),
+        "hparam_domains": sweep.hparam_domains,
+        "tensorboard_dir": str(sweep.tb_dir) if sweep.tb_dir is not None else None,
     }
 
 
-def _callback_info(*, stop: Any, num_samples: int, max_trials: int | None, name: str, experiment_id: int,
-                   run_dir: Path, metric: str | None, mode: str | None, config: Mapping[str, Any],
-                   resumed: bool) -> dict[str, Any]:
+def _callback_info(sweep: _Sweep, experiment_id: int, *, resumed: bool) -> dict[str, Any]:
     """What callbacks' ``setup`` gets to know of the sweep."""
     return {
-        "stop": stop,
-        "num_samples": num_samples,
-        "total_num_samples": max_trials,
-        "experiment_name": name,
+        "stop": sweep.stop,
+        "num_samples": sweep.num_samples,
+        "total_num_samples": sweep.max_trials,
+        "experiment_name": sweep.name,
         "experiment_id": experiment_id,
-        "run_dir": str(run_dir),
-        "metric": metric,
-        "mode": mode,
-        "search_space": dict(config),
+        "run_dir": str(sweep.run_dir),
+        "metric": sweep.metric,
+        "mode": sweep.mode,
+        "search_space": dict(sweep.config),
         "resumed": resumed,
     }
 
@@ -507,56 +530,6 @@ def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, 
     for trial_id in sweep.restarted:
         checkpoints.forget(trial_id)
     controller.adopt(sweep)
-
-
-def _nothing_to_keep(exc: BaseException, existing: dict[str, Any] | None, experiment_id: int | None,
-                     controller: Controller | None) -> bool:
-    """Whether a sweep this call began failed before it had anything worth keeping: before it
-    was in the store, or on a check (a ValueError: resources, trainer config, metric) before
-    any trial reported. An interrupted sweep is kept: it is resumable."""
-    if existing is not None:
-        return False
-    if experiment_id is None:
-        return True
-    if not isinstance(exc, ValueError):
-        return False
-    return controller is None or not any(t.last_result for t in controller.get_trials())
-
-
-class _Leftovers:
-    """What a new sweep made (its run directory, TensorBoard logdir, experiment row), so that a
-    sweep that fails its checks leaves nothing behind."""
-
-    def __init__(self, run_dir: Path, tb_dir: Path | None, *, in_database: bool) -> None:
-        self.run_dir = run_dir if _holds_only_locks(run_dir) else None
-        self.tb_dir = tb_dir if tb_dir is not None and not tb_dir.exists() else None
-        self.in_database = in_database  # the sweep's rows live outside its run directory
-        self.discard = False
-
-    def remove_experiment(self, store: Store, experiment_id: int | None) -> None:
-        if experiment_id is None or not (self.in_database or self.run_dir is None):
-            return  # nothing stored, or stored in a file removed with the run directory
-        try:
-            store.delete_experiment(experiment_id)
-        except Exception:  # noqa: BLE001 - the error that ended the sweep is the one to raise
-            logger.warning("could not remove the failed sweep from the store", exc_info=True)
-
-    def remove_files(self) -> None:
-        import shutil
-
-        for path in (self.tb_dir, self.run_dir):
-            if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def _holds_only_locks(run_dir: Path) -> bool:
-    """Whether ``run_dir`` is new: missing, or holding nothing but the driver's lock files."""
-    try:
-        return all(entry.name.endswith(".lock") for entry in run_dir.iterdir())
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
 
 
 def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, Any] | None:

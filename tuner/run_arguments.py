@@ -1,0 +1,92 @@
+"""The checks of ``tune.run``'s arguments, all made before anything is written: one ValueError
+naming the first bad argument."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from schedulers.trial_scheduler import TrialScheduler, validate_mode
+from tuner.search.searcher import Searcher
+from tuner.trainable.function_trainable import FunctionTrainable
+from tuner.trainable.trainable import Trainable
+from tuner.tune_config import SWEEP_NAME_RULE, is_sweep_name
+
+__all__ = ["check_writable_dir", "validate_arguments"]
+
+
+def _check_int(value: Any, field: str, minimum: int, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{field} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
+
+
+def validate_arguments(
+    trainable_cls: type[Trainable], *, config: Any, num_samples: Any, metric: Any, mode: Any,
+    scheduler: Any, search_alg: Any, time_budget_s: Any, max_concurrent_trials: Any, max_failures: Any,
+    checkpoint_freq: Any, checkpoint_at_end: Any, name: Any, seed: Any, tensorboard: Any = True,
+    tensorboard_dir: Any = None,
+) -> None:
+    """Raise one ValueError naming the first bad argument of tune.run; nothing is written before."""
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config must be a dict (the search space), got {type(config).__name__}")
+    _check_int(num_samples, "num_samples", 1)
+    validate_mode(mode)
+    if metric is not None and not isinstance(metric, str):
+        raise ValueError(f"metric must be a string, got {metric!r}")
+    if (metric is None) != (mode is None):
+        raise ValueError(f"metric and mode go together: got metric={metric!r}, mode={mode!r}")
+    if scheduler is not None and not isinstance(scheduler, TrialScheduler):
+        raise ValueError(f"scheduler must be a TrialScheduler, got {type(scheduler).__name__}")
+    if search_alg is not None and not isinstance(search_alg, Searcher):
+        raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
+    if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
+        raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
+    _check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
+    _check_int(max_failures, "max_failures", -1)
+    _check_int(checkpoint_freq, "checkpoint_freq", 0)
+    if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
+        raise ValueError(
+            "checkpoint_freq: a function trainable checkpoints itself through "
+            "tune.report(..., checkpoint=...); checkpoint_freq is for Trainable classes"
+        )
+    if not isinstance(checkpoint_at_end, bool):
+        raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
+    if name is not None and not is_sweep_name(name):
+        raise ValueError(f"name must be {SWEEP_NAME_RULE}, got {name!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"seed must be an int or None, got {seed!r}")
+    if not isinstance(tensorboard, bool):
+        raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")
+    if tensorboard_dir is not None and (
+        not isinstance(tensorboard_dir, (str, os.PathLike)) or not os.fspath(tensorboard_dir)
+    ):
+        raise ValueError(f"tensorboard_dir must be a path (str or os.PathLike) or None, got {tensorboard_dir!r}")
+
+
+def check_writable_dir(path: Path, field: str) -> None:
+    """Raise one ValueError naming ``field`` unless ``path`` is a directory this process can write
+    into, or one it can create. Permission bits say nothing when running as root, so the test is
+    a real one: an empty directory made and removed in the nearest existing ancestor."""
+    existing = path
+    try:
+        while not existing.exists():
+            existing = existing.parent
+    except OSError as exc:  # an ancestor this user may not look into
+        raise ValueError(f"{field}: cannot use {path} ({exc.strerror or exc})") from None
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"is inside {existing}, which is a file"
+        raise ValueError(f"{field}: {path} {where}; expected a directory (created if missing)")
+    try:
+        probe = tempfile.mkdtemp(prefix=".tuner-write-check-", dir=existing)
+    except OSError as exc:
+        raise ValueError(
+            f"{field}: cannot write into {existing} ({(exc.strerror or str(exc)).lower()}); "
+            f"expected a directory this user can write (created if missing)"
+        ) from None
+    with contextlib.suppress(OSError):  # the directory could be made: that was the question
+        os.rmdir(probe)
