@@ -1,5 +1,9 @@
 """Search-space domains with Ray Tune's names and semantics.
 
+Over 600 lines as one module on purpose: the domains, their constructors and the config view a
+``sample_from`` function reads are one job (the view must recognise unresolved domains, and
+``Function`` builds the view), so a split would make two modules that import each other.
+
 A domain is a distribution a searcher samples a hyperparameter from::
 
     >>> import numpy as np
