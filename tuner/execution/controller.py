@@ -3,13 +3,16 @@
 One loop, never blocking on one trial: every call to a trial actor is in flight at once and
 ``ray.wait`` returns whichever finish first. Each trial owns one placement group; when a trial
 ends its actor and group are handed to the next trial of the same shape, so a sweep of many
-short trials does not pay for a new Ray worker process per trial.
+short trials does not pay for a new Ray worker process per trial (see ``slots``).
+
+One module, longer than most, because it is one job: starting trials, their results, the
+scheduler's decisions, pauses, exploits and failures all read and change the same loop state
+(calls in flight, trial statuses, the store's batches), which a split would only pass around.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import inspect
 import logging
 import numbers
@@ -19,8 +22,6 @@ from typing import Any, Callable, Mapping
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
 from tuner.callback import CallbackList
@@ -31,11 +32,11 @@ from tuner.execution.profiler import SweepProfiler
 from tuner.execution.protocol import Call, Report, RunReply
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
-from tuner.execution.placement_release import await_release, watch_release
-from tuner.execution.resources import PlacementGroupFactory, check_feasible, fits
+from tuner.execution.placement_release import await_release
+from tuner.execution.resources import PlacementGroupFactory, check_feasible
 from tuner.execution.resume import INTERRUPTED, StoredSweep
+from tuner.execution.slots import SlotPool
 from tuner.execution.trial import Trial
-from tuner.execution.trial_actor import TrialActor
 from tuner.execution.trial_naming import TrialNamer
 from tuner.search.searcher import Searcher
 from tuner.search.variants import flatten_dict
@@ -47,22 +48,10 @@ from tuner.trainable.trainable import AUTO_RESULT_KEYS, Trainable
 
 logger = logging.getLogger(__name__)
 
-_RemoteTrialActor = ray.remote(max_restarts=0, max_task_retries=0)(TrialActor)
-_RESOURCE_REFRESH_S = 5.0
 #: How long a trial actor may keep running fast iterations before answering (see TrialActor.run).
 RESULT_BATCH_WINDOW_S = 0.005
 RESULT_BATCH_MAX = 100
 _STATE_SAVE_INTERVAL_S = 2.0
-
-
-@dataclasses.dataclass
-class _Slot:
-    """A trial actor and the placement group it lives in."""
-
-    actor: Any
-    pg: PlacementGroup
-    pgf: PlacementGroupFactory
-    has_trainable: bool = False
 
 
 class Controller:
@@ -127,18 +116,13 @@ class Controller:
 
         self._trials: list[Trial] = []
         self._by_id: dict[str, Trial] = {}
-        self._slots: dict[str, _Slot] = {}  # trial_id -> slot of a running trial
-        self._idle: list[_Slot] = []  # slots whose trial ended, ready for the next trial
+        self._pool = SlotPool()
         self._inflight: dict[ray.ObjectRef, tuple[Trial, Call]] = {}
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
         self._id_prefix = uuid.uuid4().hex[:5]
         self._searcher_finished = False
         self._stop_everything = False
         self._metric_checked = metric is None and not isinstance(stopper, DictStopper)
-        self._total: dict[str, float] = {}
-        self._nodes: list[dict[str, float]] = []
-        self._peak_held: dict[str, float] = {}  # the most of each resource this sweep's groups held at once
-        self._resources_read_at = 0.0
         self._start_time = 0.0
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
@@ -233,7 +217,7 @@ class Controller:
         self._start_time = time.monotonic()
         if self._profiler is not None:
             self._profiler.loop_start()
-        self._read_cluster_resources(force=True)
+        self._pool.read_cluster_resources(force=True)
         self._callbacks.call("setup", **self._callback_info)
         failed = False
         try:
@@ -259,7 +243,7 @@ class Controller:
         finally:
             if self._profiler is not None:
                 self._profiler.loop_end()  # trials still holding resources give them back
-            self._destroy_all_slots()
+            self._pool.destroy_all()
             try:
                 if self._profiler is not None:
                     self._save_profiles()
@@ -272,7 +256,7 @@ class Controller:
         return list(self._trials)
 
     def _finished(self) -> bool:
-        if self._inflight or self._slots:
+        if self._inflight or self._pool.running:
             return False
         if self._stop_everything:
             return True
@@ -314,11 +298,10 @@ class Controller:
             if trial.status not in (PENDING, PAUSED) or not self._start_trial(trial):
                 break
         if not any(t.status == PENDING for t in self._trials):
-            while self._idle:
-                self._destroy_slot(self._idle.pop())
+            self._pool.destroy_idle()
 
     def _can_start_more(self) -> bool:
-        return not self._max_concurrent or len(self._slots) < self._max_concurrent
+        return not self._max_concurrent or len(self._pool.running) < self._max_concurrent
 
     def _add_trial_from_searcher(self) -> bool:
         if self._searcher_finished:
@@ -348,7 +331,7 @@ class Controller:
         )
         if self._namer:
             self._namer(trial)
-        check_feasible(pgf, self._nodes, f"resources of trial {trial.trial_name}")
+        check_feasible(pgf, self._pool.nodes, f"resources of trial {trial.trial_name}")
         self._trials.append(trial)
         self._by_id[trial_id] = trial
         self._scheduler.on_trial_add(self, trial)
@@ -363,10 +346,9 @@ class Controller:
             return False
         if self._exploits.waits_for_donor(trial.trial_id):
             return False  # started once its donor's checkpoint is on disk
-        slot = self._take_slot(trial.placement_group_factory)
+        slot = self._pool.take(trial.trial_id, trial.placement_group_factory)
         if slot is None:
             return False
-        self._slots[trial.trial_id] = slot
         if self._profiler is not None:
             self._profiler.acquire(trial.trial_id, slot.pgf.required().get("CPU", 0.0), new_actor=not slot.has_trainable)
         self._set_status(trial, RUNNING)
@@ -393,68 +375,14 @@ class Controller:
         self._inflight[ref] = (trial, Call.RUN)
         return True
 
-    def _take_slot(self, pgf: PlacementGroupFactory) -> _Slot | None:
-        key = pgf.key()
-        for i, slot in enumerate(self._idle):
-            if slot.pgf.key() == key:
-                return self._idle.pop(i)
-        self._read_cluster_resources()
-        if not fits(pgf.required(), self._available()):
-            if not self._idle:
-                return None
-            while self._idle:  # give back groups of other shapes, then try again
-                self._destroy_slot(self._idle.pop())
-            if not fits(pgf.required(), self._available()):
-                return None
-        pg = placement_group(pgf.bundles, strategy=pgf.strategy)
-        head = pgf.bundles[0]
-        custom = {k: v for k, v in head.items() if k not in ("CPU", "GPU", "memory")}
-        actor = _RemoteTrialActor.options(
-            num_cpus=head.get("CPU", 0.0),
-            num_gpus=head.get("GPU", 0.0),
-            memory=head.get("memory") or None,
-            resources=custom or None,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
-            ),
-        ).remote(exit_quietly_on_sigterm=True)
-        slot = _Slot(actor=actor, pg=pg, pgf=pgf)
-        for name, amount in self._held(extra=slot).items():
-            self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
-        return slot
-
-    def _held(self, extra: _Slot | None = None) -> dict[str, float]:
-        """The resources of the placement groups this sweep holds (and of ``extra``)."""
-        held: dict[str, float] = {}
-        for slot in list(self._slots.values()) + self._idle + ([extra] if extra else []):
-            for name, amount in slot.pgf.required().items():
-                held[name] = held.get(name, 0.0) + amount
-        return held
-
-    def _available(self) -> dict[str, float]:
-        available = dict(self._total)
-        for name, amount in self._held().items():
-            available[name] = available.get(name, 0.0) - amount
-        return available
-
-    def _read_cluster_resources(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._resources_read_at < _RESOURCE_REFRESH_S:
-            return
-        self._resources_read_at = now
-        self._total = {k: float(v) for k, v in ray.cluster_resources().items()}
-        self._nodes = [
-            {k: float(v) for k, v in node["Resources"].items()} for node in ray.nodes() if node.get("Alive")
-        ]
-
     # -- talking to trial actors -----------------------------------------------------------------
     def _submit_run(self, trial: Trial) -> None:
-        slot = self._slots[trial.trial_id]
+        slot = self._pool.running[trial.trial_id]
         self._inflight[slot.actor.run.remote(self._batch, RESULT_BATCH_WINDOW_S)] = (trial, Call.RUN)
 
     def _wait_and_process(self, timeout: float) -> None:
         if not self._inflight:
-            if self._slots or not self._finished():
+            if self._pool.running or not self._finished():
                 time.sleep(min(timeout, 0.01))
             return
         refs = list(self._inflight)
@@ -494,7 +422,7 @@ class Controller:
             self._exploits.park(trial)  # goes on once the donor's save lands (see _go_on)
             return
         exploit = self._exploits.take_exploit(trial.trial_id)
-        slot = self._slots[trial.trial_id]
+        slot = self._pool.running[trial.trial_id]
         if exploit is not None:
             donor_checkpoint = self._record_exploit(trial, exploit)
             self._inflight[slot.actor.exploit.remote(trial.config, donor_checkpoint, trial.info())] = (trial, Call.EXPLOIT)
@@ -654,8 +582,8 @@ class Controller:
             and trial.last_result is not None
             and not (trial.checkpoint_path or "").endswith(f"checkpoint_{trial.iteration:06d}")
         )
-        if want_save and trial.trial_id in self._slots:
-            self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, Call.END)
+        if want_save and trial.trial_id in self._pool.running:
+            self._inflight[self._pool.running[trial.trial_id].actor.save.remote()] = (trial, Call.END)
             return
         self._set_status(trial, status)
         if durable:
@@ -679,7 +607,7 @@ class Controller:
         return True
 
     def _pause_trial(self, trial: Trial) -> None:
-        self._inflight[self._slots[trial.trial_id].actor.save.remote()] = (trial, Call.PAUSE)
+        self._inflight[self._pool.running[trial.trial_id].actor.save.remote()] = (trial, Call.PAUSE)
 
     def _on_saved(self, trial: Trial, value: Any, then: Call) -> None:
         """A save (or exploit) the controller asked for is done; ``then`` says what it was for."""
@@ -733,10 +661,8 @@ class Controller:
         logger.warning("trial %s failed (%d time(s)):\n%s", trial.trial_name, trial.num_failures, trial.error)
         self._drop_inflight(trial)
         if actor_died:
-            slot = self._slots.pop(trial.trial_id, None)
             self._profile_release(trial)
-            if slot is not None:
-                self._destroy_slot(slot)
+            self._pool.discard(trial.trial_id)
         else:
             self._release_slot(trial)
         retry = self._max_failures < 0 or trial.num_failures <= self._max_failures
@@ -758,20 +684,15 @@ class Controller:
     def _go_on(self, trials: list[Trial]) -> None:
         """Trials that waited for a donor's checkpoint go on (with it, or without if none came)."""
         for trial in trials:
-            if trial.status == RUNNING and trial.trial_id in self._slots:
+            if trial.status == RUNNING and trial.trial_id in self._pool.running:
                 self._continue_trial(trial)
 
     # -- slots -------------------------------------------------------------------------------------
     def _release_slot(self, trial: Trial) -> None:
-        slot = self._slots.pop(trial.trial_id, None)
         self._profile_release(trial)
-        if slot is None:
-            return
-        if not self._is_function:
-            # Free what the trainable holds (rollout actors, say) now. A function trainable
-            # holds nothing but its thread, which the actor's next start or exit ends.
-            slot.actor.stop.remote()
-        self._idle.append(slot)
+        # Free what the trainable holds (rollout actors, say) now. A function trainable
+        # holds nothing but its thread, which the actor's next start or exit ends.
+        self._pool.release(trial.trial_id, stop_trainable=not self._is_function)
 
     def _profile_release(self, trial: Trial) -> None:
         """The trial gave its resources back: account its time (stored with the next state save)."""
@@ -783,16 +704,6 @@ class Controller:
         if self._profiler is not None:
             for trial_id in self._profiler.take_changed():
                 self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
-
-    def _destroy_slot(self, slot: _Slot) -> None:
-        try:
-            ray.kill(slot.actor, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
-        try:
-            remove_placement_group(slot.pg)
-        except Exception:  # noqa: BLE001
-            pass
 
     def _record_abort(self, sweep_status: str) -> None:
         """Keep what the sweep has (its results, the trials cut short) on record after an
@@ -812,17 +723,8 @@ class Controller:
             if trial.status == RUNNING:
                 self._set_status(trial, INTERRUPTED)
         self._inflight.clear()
-        for slot in self._slots.values():
-            self._destroy_slot(slot)
-        self._slots.clear()
+        self._pool.destroy_running()
 
-    def _destroy_all_slots(self) -> None:
-        for slot in list(self._slots.values()) + self._idle:
-            self._destroy_slot(slot)
-        self._slots.clear()
-        self._idle.clear()
-        if self._peak_held:
-            watch_release(self._peak_held)
 
 
 def _error_text(exc: BaseException) -> str:

@@ -1,0 +1,153 @@
+"""The trial actors of a sweep and the placement groups they live in, as a pool of slots.
+
+A trial takes a slot of its shape, an idle one first: when a trial ends its actor and group are
+handed to the next trial of the same shape, so a sweep of many short trials does not pay for a
+new Ray worker process per trial. The pool also accounts for what the sweep holds against the
+cluster's resources, which decides whether another group can be placed now.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from tuner.execution.placement_release import watch_release
+from tuner.execution.resources import PlacementGroupFactory, fits
+from tuner.execution.trial_actor import TrialActor
+
+__all__ = ["Slot", "SlotPool"]
+
+_RemoteTrialActor = ray.remote(max_restarts=0, max_task_retries=0)(TrialActor)
+_RESOURCE_REFRESH_S = 5.0
+
+
+@dataclasses.dataclass
+class Slot:
+    """A trial actor and the placement group it lives in."""
+
+    actor: Any
+    pg: PlacementGroup
+    pgf: PlacementGroupFactory
+    has_trainable: bool = False
+
+
+class SlotPool:
+    """The slots of running trials (``running``, by trial id) and the idle ones, ready for reuse."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, Slot] = {}  # trial_id -> slot of a running trial
+        self._idle: list[Slot] = []  # slots whose trial ended, ready for the next trial
+        self._total: dict[str, float] = {}
+        self.nodes: list[dict[str, float]] = []  # the resources of each live node
+        self._peak_held: dict[str, float] = {}  # the most of each resource this sweep's groups held at once
+        self._resources_read_at = 0.0
+
+    def take(self, trial_id: str, pgf: PlacementGroupFactory) -> Slot | None:
+        """A slot of shape ``pgf`` for ``trial_id``, now running; None when it does not fit yet."""
+        slot = self._idle_or_new(pgf)
+        if slot is not None:
+            self.running[trial_id] = slot
+        return slot
+
+    def release(self, trial_id: str, *, stop_trainable: bool) -> None:
+        """The trial's slot becomes idle, its trainable stopped first when ``stop_trainable``."""
+        slot = self.running.pop(trial_id, None)
+        if slot is None:
+            return
+        if stop_trainable:
+            slot.actor.stop.remote()
+        self._idle.append(slot)
+
+    def discard(self, trial_id: str) -> None:
+        """The trial's slot is destroyed (its actor died: nothing there to reuse)."""
+        slot = self.running.pop(trial_id, None)
+        if slot is not None:
+            _destroy(slot)
+
+    def destroy_idle(self) -> None:
+        while self._idle:
+            _destroy(self._idle.pop())
+
+    def destroy_running(self) -> None:
+        for slot in self.running.values():
+            _destroy(slot)
+        self.running.clear()
+
+    def destroy_all(self) -> None:
+        """Every slot destroyed; the groups are watched until Ray has them back."""
+        for slot in list(self.running.values()) + self._idle:
+            _destroy(slot)
+        self.running.clear()
+        self._idle.clear()
+        if self._peak_held:
+            watch_release(self._peak_held)
+
+    def read_cluster_resources(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._resources_read_at < _RESOURCE_REFRESH_S:
+            return
+        self._resources_read_at = now
+        self._total = {k: float(v) for k, v in ray.cluster_resources().items()}
+        self.nodes = [
+            {k: float(v) for k, v in node["Resources"].items()} for node in ray.nodes() if node.get("Alive")
+        ]
+
+    def _idle_or_new(self, pgf: PlacementGroupFactory) -> Slot | None:
+        key = pgf.key()
+        for i, slot in enumerate(self._idle):
+            if slot.pgf.key() == key:
+                return self._idle.pop(i)
+        self.read_cluster_resources()
+        if not fits(pgf.required(), self._available()):
+            if not self._idle:
+                return None
+            while self._idle:  # give back groups of other shapes, then try again
+                _destroy(self._idle.pop())
+            if not fits(pgf.required(), self._available()):
+                return None
+        pg = placement_group(pgf.bundles, strategy=pgf.strategy)
+        head = pgf.bundles[0]
+        custom = {k: v for k, v in head.items() if k not in ("CPU", "GPU", "memory")}
+        actor = _RemoteTrialActor.options(
+            num_cpus=head.get("CPU", 0.0),
+            num_gpus=head.get("GPU", 0.0),
+            memory=head.get("memory") or None,
+            resources=custom or None,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
+            ),
+        ).remote(exit_quietly_on_sigterm=True)
+        slot = Slot(actor=actor, pg=pg, pgf=pgf)
+        for name, amount in self._held(extra=slot).items():
+            self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
+        return slot
+
+    def _held(self, extra: Slot | None = None) -> dict[str, float]:
+        """The resources of the placement groups this sweep holds (and of ``extra``)."""
+        held: dict[str, float] = {}
+        for slot in list(self.running.values()) + self._idle + ([extra] if extra else []):
+            for name, amount in slot.pgf.required().items():
+                held[name] = held.get(name, 0.0) + amount
+        return held
+
+    def _available(self) -> dict[str, float]:
+        available = dict(self._total)
+        for name, amount in self._held().items():
+            available[name] = available.get(name, 0.0) - amount
+        return available
+
+
+def _destroy(slot: Slot) -> None:
+    try:
+        ray.kill(slot.actor, no_restart=True)
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+    try:
+        remove_placement_group(slot.pg)
+    except Exception:  # noqa: BLE001
+        pass
