@@ -92,6 +92,7 @@ heads; said so in the output.
 
     python benchmarks/off_policy.py                          # both algorithms, 3 seeds: ~20 min on 2 cores
     python benchmarks/off_policy.py --algos dqn --dqn-ours own   # + n-step and lr for both, double Q and dueling for ours
+    python benchmarks/off_policy.py --algos sac --sac-n-step 3   # SAC with 3-step targets, both systems
     python benchmarks/off_policy.py --algos dqn --seeds 0    # one seed of DQN
     python benchmarks/off_policy.py --no-sb3 --quick         # ours only, tiny budgets (the smoke test)
 """
@@ -209,7 +210,7 @@ def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
         "twin_q": True,
         "hidden_sizes": list(hp["policy_kwargs"]["net_arch"]),
         "activation": "relu",
-        "n_step": 1,
+        "n_step": hp.get("n_steps", 1),  # SB3's n_steps (NStepReplayBuffer), 1 by default
         "max_grad_norm": None,
         "optimizer": "adam",
         "optimizer_config": {"eps": SB3_ADAM_EPS},
@@ -490,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"own: rl-zoo's cadence, {DQN_OWN_SHARED} for both, and {DQN_OWN} for ours")
     parser.add_argument("--sac-max-steps", type=int, default=SPECS["sac"].max_steps,
                         help="SAC's step cap (default 20000)")
+    parser.add_argument("--sac-n-step", type=int, default=1,
+                        help="SAC's n-step targets for both systems (SB3's n_steps, our n_step; default 1, rl-zoo's)")
     parser.add_argument("--stop-at-solve", action=argparse.BooleanOptionalAction, default=True,
                         help="both stop when their rule holds (default); --no-stop-at-solve: both run to the cap")
     parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
@@ -520,6 +523,10 @@ def main(argv: list[str] | None = None) -> int:
         # SB3 decays epsilon over exploration_fraction * total_timesteps, total_timesteps being the cap here
         fraction = DQN_ZOO["exploration_fraction"] * args.dqn_schedule_steps / caps["dqn"]
         specs["dqn"] = dataclasses.replace(SPECS["dqn"], zoo={**DQN_ZOO, "exploration_fraction": fraction})
+    if args.sac_n_step != 1:
+        if args.sac_n_step < 1:
+            parser.error(f"--sac-n-step: must be >= 1, got {args.sac_n_step}")
+        specs["sac"] = dataclasses.replace(SPECS["sac"], zoo={**SAC_ZOO, "n_steps": args.sac_n_step})
     if args.dqn_ours == "own":
         specs["dqn"] = dataclasses.replace(specs["dqn"], zoo={**specs["dqn"].zoo, **DQN_OWN_SHARED},
                                            ours_extra=dict(DQN_OWN))
