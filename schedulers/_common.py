@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 from typing import Any, Mapping, TypeGuard
 
-from schedulers.trial_scheduler import MODES, TrialScheduler
+from schedulers.trial_scheduler import TrialScheduler
+from schedulers.validation import is_int, is_mode, is_number
 
 
 def arg_error(owner: str, field: str, requirement: str, value: Any) -> ValueError:
     return ValueError(f"{owner}: {field} must be {requirement}, got {value!r}")
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_number(
@@ -36,7 +32,7 @@ def check_number(
 ) -> Any:
     """Return ``value`` if it is a real number (an integer when asked) within the bounds given."""
     if integer:
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        if not is_int(value):
             raise arg_error(owner, field, "an integer", value)
         value = int(value)
     elif not is_number(value) or math.isnan(value):
@@ -69,13 +65,13 @@ def check_optional_name(owner: str, field: str, value: Any) -> str | None:
 
 
 def check_seed(owner: str, value: Any) -> int | None:
-    if value is not None and (not isinstance(value, numbers.Integral) or isinstance(value, bool)):
+    if value is not None and not is_int(value):
         raise arg_error(owner, "seed", "an integer or None", value)
     return None if value is None else int(value)
 
 
 def check_mode(owner: str, mode: Any) -> str | None:
-    if mode is not None and mode not in MODES:
+    if mode is not None and not is_mode(mode):
         raise arg_error(owner, "mode", "'min' or 'max'", mode)
     return mode
 

@@ -38,12 +38,12 @@ from schedulers._common import (
     check_bool,
     check_number,
     check_seed,
-    is_number,
     plain,
     rng_state_from_plain,
     rng_state_to_plain,
 )
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, ControllerLike, TrialLike
+from schedulers.validation import is_number
 
 
 def _is_domain(value: Any) -> bool:

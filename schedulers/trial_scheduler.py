@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol, runtime_checkable
 
+from schedulers.validation import MODES as MODES  # re-exported: public here since the start
+from schedulers.validation import check_mode as validate_mode  # the one mode check, public here too
+
 # Trial statuses (the same strings Ray Tune uses).
 PENDING = "PENDING"
 RUNNING = "RUNNING"
@@ -16,8 +19,6 @@ PAUSED = "PAUSED"
 TERMINATED = "TERMINATED"
 ERROR = "ERROR"
 TRIAL_STATUSES = (PENDING, RUNNING, PAUSED, TERMINATED, ERROR)
-
-MODES = ("min", "max")
 
 
 @runtime_checkable
@@ -103,13 +104,6 @@ class ControllerLike(Protocol):
         (a controller that saves asynchronously waits for, or queues behind, the save).
         """
         ...
-
-
-def validate_mode(mode: str | None, field: str = "mode") -> str | None:
-    """Return ``mode`` if it is None, 'min' or 'max'; raise a ValueError naming ``field`` otherwise."""
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"{field} must be one of {list(MODES)}, got {mode!r}")
-    return mode
 
 
 class TrialScheduler:

@@ -10,19 +10,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
+from schedulers.validation import check_int
 from tuner.search.searcher import Searcher
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import Trainable
 from tuner.tune_config import SWEEP_NAME_RULE, is_sweep_name
 
 __all__ = ["check_writable_dir", "validate_arguments"]
-
-
-def _check_int(value: Any, field: str, minimum: int, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{field} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}")
 
 
 def validate_arguments(
@@ -34,7 +28,7 @@ def validate_arguments(
     """Raise one ValueError naming the first bad argument of tune.run; nothing is written before."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a dict (the search space), got {type(config).__name__}")
-    _check_int(num_samples, "num_samples", 1)
+    check_int(num_samples, "num_samples", 1)
     validate_mode(mode)
     if metric is not None and not isinstance(metric, str):
         raise ValueError(f"metric must be a string, got {metric!r}")
@@ -46,9 +40,9 @@ def validate_arguments(
         raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
     if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
         raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
-    _check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
-    _check_int(max_failures, "max_failures", -1)
-    _check_int(checkpoint_freq, "checkpoint_freq", 0)
+    check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
+    check_int(max_failures, "max_failures", -1)
+    check_int(checkpoint_freq, "checkpoint_freq", 0)
     if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
         raise ValueError(
             "checkpoint_freq: a function trainable checkpoints itself through "

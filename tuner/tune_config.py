@@ -18,6 +18,7 @@ import time
 from typing import Any, Callable, Sequence, TypeVar
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
+from schedulers.validation import check_int
 
 
 class ConfigError(ValueError, TypeError):
@@ -67,15 +68,6 @@ def default_sweep_name(trainable_name: str) -> str:
     return f"{stem}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
 
 
-def _check_int(owner: str, field: str, value: Any, minimum: int, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(
-            f"{owner}.{field} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}"
-        )
-
-
 def _check_optional_bool(owner: str, field: str, value: Any) -> None:
     if value is not None and not isinstance(value, bool):
         raise ConfigError(f"{owner}.{field} must be True, False or None, got {value!r}")
@@ -107,7 +99,7 @@ class CheckpointConfig:
 
     def __post_init__(self) -> None:
         owner = "CheckpointConfig"
-        _check_int(owner, "num_to_keep", self.num_to_keep, 1, allow_none=True)
+        check_int(self.num_to_keep, f"{owner}.num_to_keep", 1, allow_none=True, error=ConfigError)
         if self.checkpoint_score_attribute is not None and (
             not isinstance(self.checkpoint_score_attribute, str) or not self.checkpoint_score_attribute
         ):
@@ -117,7 +109,7 @@ class CheckpointConfig:
             )
         if self.checkpoint_score_order not in ("max", "min"):
             raise ConfigError(f"{owner}.checkpoint_score_order must be 'max' or 'min', got {self.checkpoint_score_order!r}")
-        _check_int(owner, "checkpoint_frequency", self.checkpoint_frequency, 0, allow_none=True)
+        check_int(self.checkpoint_frequency, f"{owner}.checkpoint_frequency", 0, allow_none=True, error=ConfigError)
         _check_optional_bool(owner, "checkpoint_at_end", self.checkpoint_at_end)
 
 
@@ -135,7 +127,7 @@ class FailureConfig:
     fail_fast: bool | str = False
 
     def __post_init__(self) -> None:
-        _check_int("FailureConfig", "max_failures", self.max_failures, -1)
+        check_int(self.max_failures, "FailureConfig.max_failures", -1, error=ConfigError)
         check_fail_fast(self.fail_fast, self.max_failures, owner="FailureConfig.")
 
 
@@ -177,10 +169,10 @@ class TuneConfig:
             raise ConfigError(str(exc)) from None
         if self.metric is not None and not isinstance(self.metric, str):
             raise ConfigError(f"{owner}.metric must be a string or None, got {self.metric!r}")
-        _check_int(owner, "num_samples", self.num_samples, 1)
+        check_int(self.num_samples, f"{owner}.num_samples", 1, error=ConfigError)
         if self.max_concurrent_trials == 0:  # Ray Tune: 0 means no limit
             self.max_concurrent_trials = None
-        _check_int(owner, "max_concurrent_trials", self.max_concurrent_trials, 1, allow_none=True)
+        check_int(self.max_concurrent_trials, f"{owner}.max_concurrent_trials", 1, allow_none=True, error=ConfigError)
         if isinstance(self.time_budget_s, datetime.timedelta):
             self.time_budget_s = self.time_budget_s.total_seconds()
         if self.time_budget_s is not None and (
@@ -270,7 +262,7 @@ def checkpoint_settings(
         raise ConfigError(f"checkpoint_config must be a tune.CheckpointConfig, got {type(checkpoint_config).__name__}")
     num_to_keep = checkpoint_config.num_to_keep
     if keep_checkpoints_num is not None:
-        _check_int("tune.run", "keep_checkpoints_num", keep_checkpoints_num, 1)
+        check_int(keep_checkpoints_num, "tune.run.keep_checkpoints_num", 1, error=ConfigError)
         num_to_keep = keep_checkpoints_num
     attribute, order = checkpoint_config.checkpoint_score_attribute, checkpoint_config.checkpoint_score_order
     if checkpoint_score_attr is not None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-import math
 from typing import Any, Iterable, Literal, Mapping, overload
 
+from schedulers import validation
 from tuner.cli.errors import SpecError
 
 
@@ -27,11 +27,13 @@ def join(path: str, key: Any) -> str:
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float, not a bool (what a spec's YAML can hold)."""
+    return validation.is_number(value, finite=True, numpy=False)
 
 
 def is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An int, not a bool."""
+    return validation.is_int(value, numpy=False)
 
 
 def expect_mapping(value: Any, path: str) -> dict[str, Any]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from schedulers.validation import is_int, is_seed
 
 from .searcher import Searcher
 from .space import Domain, Function, is_grid_search
@@ -76,7 +77,7 @@ class BasicVariantGenerator(Searcher):
             raise ValueError(
                 f"points_to_evaluate must be a list of dicts, got {points_to_evaluate!r}"
             )
-        if not _is_int(max_concurrent) or max_concurrent < 0:
+        if not is_int(max_concurrent) or max_concurrent < 0:
             raise ValueError(
                 f"max_concurrent must be an integer >= 0 (0: no limit), got {max_concurrent!r}"
             )
@@ -134,7 +135,7 @@ class BasicVariantGenerator(Searcher):
             return False
         if not isinstance(config, dict):
             raise ValueError(f"config must be a dict, got {type(config).__name__}")
-        if not _is_int(num_samples) or num_samples < 1:
+        if not is_int(num_samples) or num_samples < 1:
             raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
         _check_seed(seed, "seed", allow_generator=False)
         axes = grid_axes(config)  # validates every grid axis
@@ -262,15 +263,10 @@ class BasicVariantGenerator(Searcher):
 # --------------------------------------------------------------------- helpers
 
 
-def _is_int(value: Any) -> bool:
-    """An integer (numpy's too), not a bool. Takes Any: mypy deems an int that is an Integral impossible."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_seed(value: Any, field: str, *, allow_generator: bool) -> None:
     if value is None or (allow_generator and isinstance(value, np.random.Generator)):
         return
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+    if not is_seed(value):
         allowed = "an integer >= 0, a numpy Generator or None" if allow_generator \
             else "an integer >= 0 or None"
         raise ValueError(f"{field} must be {allowed}, got {value!r}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +36,8 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
+
+from schedulers.validation import is_int, is_number
 
 from .optuna_space import (
     OptunaParam,
@@ -111,7 +112,7 @@ def _checked_rewards(evaluated_rewards: Any, points: list[dict], space: Any) -> 
             f"points_to_evaluate ({len(points)}), got {evaluated_rewards!r}"
         )
     for i, r in enumerate(evaluated_rewards):
-        if isinstance(r, bool) or not isinstance(r, numbers.Real) or math.isnan(r):
+        if not is_number(r) or math.isnan(r):
             raise ValueError(f"evaluated_rewards[{i}] must be a number, got {r!r}")
     if callable(space):
         raise ValueError(
@@ -373,8 +374,7 @@ class OptunaSearch(Searcher):
         params = self._encode_point(parameters, "add_evaluated_point")
         state = TrialState.FAIL if error else TrialState.PRUNED if pruned else TrialState.COMPLETE
         if state == TrialState.COMPLETE and (
-            value is None or isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or math.isnan(value)
+            value is None or not is_number(value) or math.isnan(value)
         ):
             raise ValueError(f"add_evaluated_point: value must be a number, got {value!r}")
         self._add_finished_trial(params, value, state, intermediate_values)
@@ -475,7 +475,7 @@ class OptunaSearch(Searcher):
                 steps: set[int]) -> None:
         """Report ``result[metric]`` at its ``training_iteration`` unless reported already."""
         step = result.get("training_iteration")
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        if step is None or not is_int(step) or step < 0:
             step = max(steps) + 1 if steps else 1
         step = int(step)
         if step in steps:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import numbers
 import pickle
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
@@ -13,6 +12,8 @@ from typing import Any, Literal
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
+
+from schedulers.validation import is_seed
 
 __all__ = [
     "add_finished_trial",
@@ -34,8 +35,7 @@ def check_seed(seed: Any, field: str) -> int | None:
     """``seed`` as an int (None stays None); a ValueError naming ``field`` when out of range."""
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) \
-            or not 0 <= int(seed) <= MAX_SEED:
+    if not is_seed(seed, maximum=MAX_SEED):
         raise ValueError(f"{field} must be an integer in [0, 2**32 - 1] or None, got {seed!r}")
     return int(seed)
 

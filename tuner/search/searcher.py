@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from schedulers.validation import check_mode as validate_mode  # the one mode check, public here too
+
 __all__ = ["Searcher", "validate_mode", "validate_metric"]
-
-_MODES = ("min", "max")
-
-
-def validate_mode(mode: Any, field: str = "mode") -> str | None:
-    """Return ``mode`` if it is None, 'min' or 'max'; raise a ValueError naming ``field``."""
-    if mode is not None and mode not in _MODES:
-        raise ValueError(f"{field} must be one of {list(_MODES)} or None, got {mode!r}")
-    return mode
 
 
 def validate_metric(metric: Any, field: str = "metric") -> str | None:

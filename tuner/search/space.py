@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import inspect
 import math
-import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
+
+from schedulers.validation import is_int, is_number
 
 __all__ = [
     "Domain",
@@ -64,20 +65,14 @@ __all__ = [
 # --------------------------------------------------------------------------- validation helpers
 
 
-def _is_real(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
 def _check_real(fn: str, name: str, x: Any) -> float:
-    if not _is_real(x) or not math.isfinite(float(x)):
+    if not is_number(x, finite=True):
         raise ValueError(f"{fn}: {name} must be a finite number, got {x!r}")
     return float(x)
 
 
 def _check_int(fn: str, name: str, x: Any) -> int:
-    if isinstance(x, bool) or not (
-        isinstance(x, numbers.Integral) or (_is_real(x) and float(x).is_integer())
-    ):
+    if not (is_int(x) or (is_number(x) and float(x).is_integer())):
         raise ValueError(f"{fn}: {name} must be an integer, got {x!r}")
     return int(x)
 
@@ -329,7 +324,7 @@ class Float(Domain):
         return float(min(max(x, lo), math.nextafter(hi, -math.inf)))
 
     def is_valid(self, value: Any) -> bool:
-        if not _is_real(value):
+        if not is_number(value):
             return False
         v = float(value)
         if self.q is not None:
@@ -414,7 +409,7 @@ class Integer(Domain):
         return int(min(max(round(x / q) * q, self.low), self.high))
 
     def is_valid(self, value: Any) -> bool:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_int(value):
             return False
         v = int(value)
         return self.low <= v <= self.high and (self.q is None or v % self.q == 0)
@@ -455,7 +450,7 @@ class Normal(Domain):
         return x
 
     def is_valid(self, value: Any) -> bool:
-        if not _is_real(value) or not math.isfinite(float(value)):
+        if not is_number(value, finite=True):
             return False
         if self.q is None:
             return True
