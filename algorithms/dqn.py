@@ -41,7 +41,8 @@ import numpy as np
 from algorithms.learner_config import make_optimizer
 from algorithms.numpy_mlp import linear, linear_layers, mlp
 from algorithms.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
-from algorithms.trainer import _is_int, _is_number, check
+from algorithms.trainer import check
+from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
     import torch
@@ -311,8 +312,8 @@ class DQN(OffPolicyTrainer):
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
         super().validate_algorithm_config(c, given)
         freq = c["target_network_update_freq"]
-        check(_is_int(freq) and freq >= 1, "target_network_update_freq", "must be an int >= 1 (env steps)", freq)
-        check(_is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
+        check(is_int(freq) and freq >= 1, "target_network_update_freq", "must be an int >= 1 (env steps)", freq)
+        check(is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
         for key in ("double_q", "dueling", "per_worker_exploration"):
             check(isinstance(c[key], bool), key, "must be True or False", c[key])
         _, values = schedule_points(c["epsilon"], "epsilon")

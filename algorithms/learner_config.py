@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import numpy as np
+from schedulers.validation import is_int, is_number
 
 #: The built-in network's options and their defaults.
 MODEL_DEFAULTS: dict[str, Any] = {"hidden_sizes": [64, 64], "activation": "tanh", "shared_layers": False}
@@ -71,7 +71,7 @@ def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple
         options[key] = c[key]
     options.update(model)
     sizes = options["hidden_sizes"]
-    if not (isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(_is_int(s) and s >= 1 for s in sizes)):
+    if not (isinstance(sizes, (list, tuple)) and len(sizes) >= 1 and all(is_int(s) and s >= 1 for s in sizes)):
         _fail("hidden_sizes' / 'model.hidden_sizes", "must be a non-empty list of ints >= 1", sizes)
     if options["activation"] not in ACTIVATION_NAMES:
         _fail("activation' / 'model.activation", f"must be one of {list(ACTIVATION_NAMES)}", options["activation"])
@@ -86,7 +86,7 @@ def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple
 def check_learner_keys(c: Mapping[str, Any]) -> None:
     """``num_gpus_for_learner``, ``optimizer`` and ``optimizer_config``."""
     gpus = c["num_gpus_for_learner"]
-    if not (_is_number(gpus) and gpus >= 0):
+    if not (is_number(gpus) and gpus >= 0):
         _fail("num_gpus_for_learner", "must be a number >= 0", gpus)
     if c["optimizer"] not in OPTIMIZERS:
         _fail("optimizer", f"must be one of {sorted(OPTIMIZERS)}", c["optimizer"])
@@ -132,9 +132,3 @@ def set_lr(optimizer: Any, lr: float) -> None:
         group["lr"] = lr
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)

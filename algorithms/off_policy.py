@@ -24,7 +24,8 @@ import numpy as np
 
 from algorithms.learner_config import is_builtin, set_lr, to_cpu
 from algorithms.replay_buffer import NStepTransitions, ReplayBuffer
-from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check
+from algorithms.trainer import DistributedTrainer, check
+from schedulers.validation import is_int, is_number
 
 #: Keys shared by the off-policy trainers, with the defaults they share.
 OFF_POLICY_DEFAULTS: dict[str, Any] = {
@@ -46,7 +47,7 @@ OFF_POLICY_DEFAULTS: dict[str, Any] = {
 def schedule_points(schedule: Any, key: str) -> tuple[list[float], list[float]]:
     """(env steps, values) of a ``[[env_steps, value], ...]`` schedule; ValueError naming ``key``."""
     ok = isinstance(schedule, (list, tuple)) and len(schedule) >= 1 and all(
-        isinstance(p, (list, tuple)) and len(p) == 2 and _is_number(p[0]) and _is_number(p[1]) for p in schedule)
+        isinstance(p, (list, tuple)) and len(p) == 2 and is_number(p[0]) and is_number(p[1]) for p in schedule)
     check(ok, key, "must be a list of [env_steps, value] pairs", schedule)
     steps = [float(p[0]) for p in schedule]
     check(all(a <= b for a, b in zip(steps, steps[1:])), key, "steps must be increasing", schedule)
@@ -67,18 +68,18 @@ class OffPolicyTrainer(DistributedTrainer):
     # -- config ------------------------------------------------------------------------------
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
-        check(_is_number(c["lr"]) and c["lr"] > 0, "lr", "must be a number > 0", c["lr"])
-        check(_is_number(c["gamma"]) and 0 < c["gamma"] <= 1, "gamma", "must be in (0, 1]", c["gamma"])
+        check(is_number(c["lr"]) and c["lr"] > 0, "lr", "must be a number > 0", c["lr"])
+        check(is_number(c["gamma"]) and 0 < c["gamma"] <= 1, "gamma", "must be in (0, 1]", c["gamma"])
         for key in ("train_freq", "gradient_steps", "min_sample_timesteps_per_iteration", "n_step"):
-            check(_is_int(c[key]) and c[key] >= 1, key, "must be an int >= 1", c[key])
+            check(is_int(c[key]) and c[key] >= 1, key, "must be an int >= 1", c[key])
         starts = c["num_steps_sampled_before_learning_starts"]
-        check(_is_int(starts) and starts >= 0, "num_steps_sampled_before_learning_starts", "must be an int >= 0", starts)
+        check(is_int(starts) and starts >= 0, "num_steps_sampled_before_learning_starts", "must be an int >= 0", starts)
         replay = c["replay_buffer_config"]
-        check(isinstance(replay, dict) and set(replay) == {"capacity"} and _is_int(replay["capacity"])
+        check(isinstance(replay, dict) and set(replay) == {"capacity"} and is_int(replay["capacity"])
               and replay["capacity"] >= 1, "replay_buffer_config", "must be {'capacity': int >= 1}", replay)
         check(isinstance(c["store_buffer_in_checkpoints"], bool), "store_buffer_in_checkpoints",
               "must be True or False", c["store_buffer_in_checkpoints"])
-        check(c["max_grad_norm"] is None or (_is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
+        check(c["max_grad_norm"] is None or (is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
               "max_grad_norm", "must be None (off) or a number > 0", c["max_grad_norm"])
         check(is_builtin(c["model"]) or cls._takes_model_callable, "model", f"{cls._name} builds its networks "
               "from the built-in options (hidden_sizes, activation)", c["model"])

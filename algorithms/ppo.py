@@ -63,7 +63,8 @@ import numpy as np
 
 from algorithms.learner_config import OPTIMIZERS, is_builtin, make_optimizer, set_lr, to_cpu
 from algorithms.numpy_policy import make_numpy_actor_critic
-from algorithms.trainer import DistributedTrainer, _is_int, _is_number, check, concat_fragments
+from algorithms.trainer import DistributedTrainer, check, concat_fragments
+from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
     import torch
@@ -172,31 +173,31 @@ class PPO(DistributedTrainer):
     # -- config ------------------------------------------------------------------------------
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
-        if "minibatch_size" not in given and _is_int(c["train_batch_size"]):
+        if "minibatch_size" not in given and is_int(c["train_batch_size"]):
             c["minibatch_size"] = min(c["minibatch_size"], c["train_batch_size"])  # a small batch: one minibatch
-        check(_is_number(c["lr"]) and c["lr"] > 0, "lr", "must be a number > 0", c["lr"])
-        check(_is_number(c["gamma"]) and 0 < c["gamma"] <= 1, "gamma", "must be in (0, 1]", c["gamma"])
-        check(_is_number(c["lambda_"]) and 0 <= c["lambda_"] <= 1, "lambda_' / 'lambda", "must be in [0, 1]", c["lambda_"])
-        check(_is_number(c["clip_param"]) and c["clip_param"] > 0, "clip_param", "must be a number > 0", c["clip_param"])
-        check(c["vf_clip_param"] is None or (_is_number(c["vf_clip_param"]) and c["vf_clip_param"] > 0),
+        check(is_number(c["lr"]) and c["lr"] > 0, "lr", "must be a number > 0", c["lr"])
+        check(is_number(c["gamma"]) and 0 < c["gamma"] <= 1, "gamma", "must be in (0, 1]", c["gamma"])
+        check(is_number(c["lambda_"]) and 0 <= c["lambda_"] <= 1, "lambda_' / 'lambda", "must be in [0, 1]", c["lambda_"])
+        check(is_number(c["clip_param"]) and c["clip_param"] > 0, "clip_param", "must be a number > 0", c["clip_param"])
+        check(c["vf_clip_param"] is None or (is_number(c["vf_clip_param"]) and c["vf_clip_param"] > 0),
               "vf_clip_param", "must be None (off) or a number > 0", c["vf_clip_param"])
-        check(_is_number(c["vf_loss_coeff"]) and c["vf_loss_coeff"] >= 0, "vf_loss_coeff", "must be a number >= 0",
+        check(is_number(c["vf_loss_coeff"]) and c["vf_loss_coeff"] >= 0, "vf_loss_coeff", "must be a number >= 0",
               c["vf_loss_coeff"])
-        check(_is_number(c["entropy_coeff"]) and c["entropy_coeff"] >= 0, "entropy_coeff", "must be a number >= 0",
+        check(is_number(c["entropy_coeff"]) and c["entropy_coeff"] >= 0, "entropy_coeff", "must be a number >= 0",
               c["entropy_coeff"])
-        check(c["max_grad_norm"] is None or (_is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
+        check(c["max_grad_norm"] is None or (is_number(c["max_grad_norm"]) and c["max_grad_norm"] > 0),
               "max_grad_norm", "must be None (off) or a number > 0", c["max_grad_norm"])
-        check(_is_int(c["num_epochs"]) and c["num_epochs"] >= 1, "num_epochs", "must be an int >= 1", c["num_epochs"])
-        check(_is_int(c["minibatch_size"]) and c["minibatch_size"] >= 1, "minibatch_size", "must be an int >= 1",
+        check(is_int(c["num_epochs"]) and c["num_epochs"] >= 1, "num_epochs", "must be an int >= 1", c["num_epochs"])
+        check(is_int(c["minibatch_size"]) and c["minibatch_size"] >= 1, "minibatch_size", "must be an int >= 1",
               c["minibatch_size"])
         check(c["minibatch_size"] <= c["train_batch_size"], "minibatch_size",
               f"must be <= train_batch_size ({c['train_batch_size']})", c["minibatch_size"])
         check(isinstance(c["normalize_advantages"], bool), "normalize_advantages", "must be True or False",
               c["normalize_advantages"])
-        check(_is_number(c["is_ratio_clip"]) and c["is_ratio_clip"] > 0, "is_ratio_clip", "must be a number > 0",
+        check(is_number(c["is_ratio_clip"]) and c["is_ratio_clip"] > 0, "is_ratio_clip", "must be a number > 0",
               c["is_ratio_clip"])
         check(isinstance(c["use_sde"], bool), "use_sde", "must be True or False", c["use_sde"])
-        check(_is_int(c["sde_sample_freq"]) and (c["sde_sample_freq"] == -1 or c["sde_sample_freq"] >= 1),
+        check(is_int(c["sde_sample_freq"]) and (c["sde_sample_freq"] == -1 or c["sde_sample_freq"] >= 1),
               "sde_sample_freq", "must be -1 (once per fragment) or an int >= 1", c["sde_sample_freq"])
         check(not c["use_sde"] or _stacked(c), "use_sde", "gSDE is an option of the built-in model with separate "
               "policy and value networks (no model callable, no shared_layers)", c["use_sde"])
@@ -532,11 +533,11 @@ def _lr_schedule_points(schedule: Any, lr: float) -> tuple[list[float], list[flo
         return [0.0], [float(lr)]
     if isinstance(schedule, (list, tuple)) and len(schedule) == 2 and schedule[0] == "linear":
         total = schedule[1]
-        check(_is_number(total) and total > 0, "lr_schedule", "('linear', total_env_steps) needs total_env_steps > 0",
+        check(is_number(total) and total > 0, "lr_schedule", "('linear', total_env_steps) needs total_env_steps > 0",
               schedule)
         return [0.0, float(total)], [float(lr), 0.0]
     if isinstance(schedule, (list, tuple)) and schedule and all(
-        isinstance(p, (list, tuple)) and len(p) == 2 and _is_number(p[0]) and _is_number(p[1]) and p[1] >= 0 for p in schedule
+        isinstance(p, (list, tuple)) and len(p) == 2 and is_number(p[0]) and is_number(p[1]) and p[1] >= 0 for p in schedule
     ):
         steps = [float(p[0]) for p in schedule]
         check(all(a <= b for a, b in zip(steps, steps[1:])), "lr_schedule", "steps must be increasing", schedule)

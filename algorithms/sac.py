@@ -37,7 +37,8 @@ import numpy as np
 from algorithms.learner_config import make_optimizer
 from algorithms.numpy_mlp import linear, linear_layers, mlp
 from algorithms.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
-from algorithms.trainer import _is_number, check
+from algorithms.trainer import check
+from schedulers.validation import is_number
 
 if TYPE_CHECKING:
     import torch
@@ -338,10 +339,10 @@ class SAC(OffPolicyTrainer):
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
         super().validate_algorithm_config(c, given)
-        check(_is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
-        check(_is_number(c["initial_alpha"]) and c["initial_alpha"] > 0, "initial_alpha", "must be a number > 0",
+        check(is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
+        check(is_number(c["initial_alpha"]) and c["initial_alpha"] > 0, "initial_alpha", "must be a number > 0",
               c["initial_alpha"])
-        check(c["target_entropy"] == "auto" or _is_number(c["target_entropy"]), "target_entropy",
+        check(c["target_entropy"] == "auto" or is_number(c["target_entropy"]), "target_entropy",
               "must be 'auto' (minus the action dimensions) or a number", c["target_entropy"])
         check(isinstance(c["twin_q"], bool), "twin_q", "must be True or False", c["twin_q"])
 

@@ -33,9 +33,10 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from algorithms import layout
-from algorithms.learner_config import MODEL_DEFAULTS, _is_int, _is_number, check_learner_keys, resolve_model
+from algorithms.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
 from algorithms.worker_group import WorkerGroup, cores_here
+from schedulers.validation import is_int, is_number, is_seed
 from tuner.trainable.trainable import Trainable
 
 
@@ -153,21 +154,21 @@ class DistributedTrainer(Trainable):
         check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
               "algorithms.register_env, or a creator function", env)
         check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
-        check(c["num_workers"] == "auto" or (_is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
+        check(c["num_workers"] == "auto" or (is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
               "must be an int >= 0 or 'auto'", c["num_workers"])
-        check(_is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
+        check(is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
               "must be an int >= 1", c["num_envs_per_worker"])
-        check(_is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
+        check(is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
               c["train_batch_size"])
         check(isinstance(c["sample_async"], bool), "sample_async", "must be True or False", c["sample_async"])
         requests = c["max_requests_in_flight_per_worker"]
-        check(requests is None or (_is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
+        check(requests is None or (is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
               "must be None (asynchronous sampling streams) or an int >= 1", requests)
-        check(c["seed"] is None or (_is_int(c["seed"]) and c["seed"] >= 0), "seed", "must be None or an int >= 0", c["seed"])
+        check(c["seed"] is None or is_seed(c["seed"]), "seed", "must be None or an int >= 0", c["seed"])
         window = c["metrics_num_episodes_for_smoothing"]
-        check(_is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
+        check(is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
         for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
-            check(_is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+            check(is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
 
     @classmethod
     def validate_algorithm_config(cls, config: dict[str, Any], given: dict[str, Any]) -> None:

@@ -19,7 +19,8 @@ import numpy as np
 
 from algorithms.learner_config import make_optimizer, set_lr
 from algorithms.ppo import compute_gae
-from algorithms.trainer import DistributedTrainer, _is_number, check, concat_fragments
+from algorithms.trainer import DistributedTrainer, check, concat_fragments
+from schedulers.validation import is_number
 
 
 class A2C(DistributedTrainer):
@@ -36,7 +37,7 @@ class A2C(DistributedTrainer):
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
         for key in ("lr", "gamma", "lambda_", "vf_loss_coeff", "entropy_coeff", "max_grad_norm"):
-            check(_is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+            check(is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
         check(0 < c["gamma"] <= 1, "gamma", "must be in (0, 1]", c["gamma"])
 
     def build_learner(self) -> None:
