@@ -3,7 +3,8 @@
 One loop, never blocking on one trial: every call to a trial actor is in flight at once and
 ``ray.wait`` returns whichever finish first. Each trial owns one placement group; when a trial
 ends its actor and group are handed to the next trial of the same shape, so a sweep of many
-short trials does not pay for a new Ray worker process per trial (see ``slots``).
+short trials does not pay for a new Ray worker process per trial (see ``slots``). Ray itself is
+reached through a ``Backend`` (see ``backend``), so the decisions can be tested without it.
 
 One module, longer than most, because it is one job: starting trials, their results, the
 scheduler's decisions, pauses, exploits and failures all read and change the same loop state
@@ -21,10 +22,10 @@ import uuid
 from typing import Any, Callable, Mapping
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
 
 from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
 from tuner.callback import CallbackList
+from tuner.execution.backend import Backend, CallFailed
 from tuner.execution import signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.exploits import Exploit, ExploitBook
@@ -32,7 +33,6 @@ from tuner.execution.profiler import SweepProfiler
 from tuner.execution.protocol import Call, Report, RunReply
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
-from tuner.execution.placement_release import await_release
 from tuner.execution.resources import PlacementGroupFactory, check_feasible
 from tuner.execution.resume import INTERRUPTED, StoredSweep
 from tuner.execution.slots import SlotPool
@@ -84,6 +84,7 @@ class Controller:
         trial_namer: TrialNamer | None = None,
         fail_fast: bool | str = False,
         profiler: SweepProfiler | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -116,8 +117,9 @@ class Controller:
 
         self._trials: list[Trial] = []
         self._by_id: dict[str, Trial] = {}
-        self._pool = SlotPool()
-        self._inflight: dict[ray.ObjectRef, tuple[Trial, Call]] = {}
+        self._pool = SlotPool(backend)  # Ray's unless a backend is given
+        self._backend = self._pool.backend
+        self._inflight: dict[Any, tuple[Trial, Call]] = {}  # a call's answer handle -> what it was
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
         self._id_prefix = uuid.uuid4().hex[:5]
         self._searcher_finished = False
@@ -213,7 +215,7 @@ class Controller:
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> list[Trial]:
         """Run the experiment until every trial has ended; return the trials."""
-        await_release()  # an earlier sweep's groups are back: ours are placed without a retry
+        self._backend.await_release()  # an earlier sweep's groups are back: ours are placed without a retry
         self._start_time = time.monotonic()
         if self._profiler is not None:
             self._profiler.loop_start()
@@ -370,7 +372,8 @@ class Controller:
         )
         # A reused actor already holds the class: the rest packs into one cheap argument.
         packed = pack(run_args) if slot.has_trainable else None
-        ref = slot.actor.run_packed.remote(packed) if packed is not None else slot.actor.run.remote(**run_args)
+        ref = (self._backend.call(slot.actor, "run_packed", packed) if packed is not None
+               else self._backend.call(slot.actor, "run", **run_args))
         slot.has_trainable = True
         self._inflight[ref] = (trial, Call.RUN)
         return True
@@ -378,24 +381,19 @@ class Controller:
     # -- talking to trial actors -----------------------------------------------------------------
     def _submit_run(self, trial: Trial) -> None:
         slot = self._pool.running[trial.trial_id]
-        self._inflight[slot.actor.run.remote(self._batch, RESULT_BATCH_WINDOW_S)] = (trial, Call.RUN)
+        self._inflight[self._backend.call(slot.actor, "run", self._batch, RESULT_BATCH_WINDOW_S)] = (trial, Call.RUN)
 
     def _wait_and_process(self, timeout: float) -> None:
         if not self._inflight:
             if self._pool.running or not self._finished():
                 time.sleep(min(timeout, 0.01))
             return
-        refs = list(self._inflight)
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-        if ready and len(refs) > 1:
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        for ref in ready:
+        for ref in self._backend.wait(list(self._inflight), timeout):
             trial, kind = self._inflight.pop(ref)
             try:
-                value = ray.get(ref)
-            except (RayTaskError, RayActorError) as exc:
-                actor_died = isinstance(exc, RayActorError) and not isinstance(exc, RayTaskError)
-                self._on_trial_failure(trial, _error_text(exc), actor_died)
+                value = self._backend.get(ref)
+            except CallFailed as exc:
+                self._on_trial_failure(trial, exc.error, exc.actor_died)
                 continue
             if kind is Call.RUN:
                 self._on_results(trial, value)
@@ -425,9 +423,10 @@ class Controller:
         slot = self._pool.running[trial.trial_id]
         if exploit is not None:
             donor_checkpoint = self._record_exploit(trial, exploit)
-            self._inflight[slot.actor.exploit.remote(trial.config, donor_checkpoint, trial.info())] = (trial, Call.EXPLOIT)
+            self._inflight[self._backend.call(slot.actor, "exploit", trial.config, donor_checkpoint,
+                                              trial.info())] = (trial, Call.EXPLOIT)
         if self._exploits.take_checkpoint_request(trial.trial_id):
-            self._inflight[slot.actor.save.remote()] = (trial, Call.CHECKPOINT)
+            self._inflight[self._backend.call(slot.actor, "save")] = (trial, Call.CHECKPOINT)
         self._submit_run(trial)  # actor calls run in order: exploit, save, then the next iterations
 
     def _record_exploit(self, trial: Trial, exploit: Exploit) -> str:
@@ -583,7 +582,7 @@ class Controller:
             and not (trial.checkpoint_path or "").endswith(f"checkpoint_{trial.iteration:06d}")
         )
         if want_save and trial.trial_id in self._pool.running:
-            self._inflight[self._pool.running[trial.trial_id].actor.save.remote()] = (trial, Call.END)
+            self._inflight[self._backend.call(self._pool.running[trial.trial_id].actor, "save")] = (trial, Call.END)
             return
         self._set_status(trial, status)
         if durable:
@@ -607,7 +606,7 @@ class Controller:
         return True
 
     def _pause_trial(self, trial: Trial) -> None:
-        self._inflight[self._pool.running[trial.trial_id].actor.save.remote()] = (trial, Call.PAUSE)
+        self._inflight[self._backend.call(self._pool.running[trial.trial_id].actor, "save")] = (trial, Call.PAUSE)
 
     def _on_saved(self, trial: Trial, value: Any, then: Call) -> None:
         """A save (or exploit) the controller asked for is done; ``then`` says what it was for."""
@@ -725,14 +724,6 @@ class Controller:
         self._inflight.clear()
         self._pool.destroy_running()
 
-
-
-def _error_text(exc: BaseException) -> str:
-    cause = exc
-    if isinstance(exc, RayTaskError) and exc.cause is not None:
-        cause = exc.cause
-    text = str(cause)
-    return text if text else repr(cause)
 
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:

@@ -12,17 +12,11 @@ import dataclasses
 import time
 from typing import Any
 
-import ray
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-from tuner.execution.placement_release import watch_release
+from tuner.execution.backend import Backend, RayBackend
 from tuner.execution.resources import PlacementGroupFactory, fits
-from tuner.execution.trial_actor import TrialActor
 
 __all__ = ["Slot", "SlotPool"]
 
-_RemoteTrialActor = ray.remote(max_restarts=0, max_task_retries=0)(TrialActor)
 _RESOURCE_REFRESH_S = 5.0
 
 
@@ -31,7 +25,7 @@ class Slot:
     """A trial actor and the placement group it lives in."""
 
     actor: Any
-    pg: PlacementGroup
+    pg: Any  # the placement group (the backend's handle of the reserved resources)
     pgf: PlacementGroupFactory
     has_trainable: bool = False
 
@@ -39,7 +33,8 @@ class Slot:
 class SlotPool:
     """The slots of running trials (``running``, by trial id) and the idle ones, ready for reuse."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: Backend | None = None) -> None:
+        self.backend: Backend = backend if backend is not None else RayBackend()
         self.running: dict[str, Slot] = {}  # trial_id -> slot of a running trial
         self._idle: list[Slot] = []  # slots whose trial ended, ready for the next trial
         self._total: dict[str, float] = {}
@@ -60,42 +55,40 @@ class SlotPool:
         if slot is None:
             return
         if stop_trainable:
-            slot.actor.stop.remote()
+            self.backend.call(slot.actor, "stop")
         self._idle.append(slot)
 
     def discard(self, trial_id: str) -> None:
         """The trial's slot is destroyed (its actor died: nothing there to reuse)."""
         slot = self.running.pop(trial_id, None)
         if slot is not None:
-            _destroy(slot)
+            self._destroy(slot)
 
     def destroy_idle(self) -> None:
         while self._idle:
-            _destroy(self._idle.pop())
+            self._destroy(self._idle.pop())
 
     def destroy_running(self) -> None:
         for slot in self.running.values():
-            _destroy(slot)
+            self._destroy(slot)
         self.running.clear()
 
     def destroy_all(self) -> None:
         """Every slot destroyed; the groups are watched until Ray has them back."""
         for slot in list(self.running.values()) + self._idle:
-            _destroy(slot)
+            self._destroy(slot)
         self.running.clear()
         self._idle.clear()
         if self._peak_held:
-            watch_release(self._peak_held)
+            self.backend.watch_release(self._peak_held)
 
     def read_cluster_resources(self, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._resources_read_at < _RESOURCE_REFRESH_S:
             return
         self._resources_read_at = now
-        self._total = {k: float(v) for k, v in ray.cluster_resources().items()}
-        self.nodes = [
-            {k: float(v) for k, v in node["Resources"].items()} for node in ray.nodes() if node.get("Alive")
-        ]
+        self._total = self.backend.cluster_resources()
+        self.nodes = self.backend.nodes()
 
     def _idle_or_new(self, pgf: PlacementGroupFactory) -> Slot | None:
         key = pgf.key()
@@ -107,21 +100,10 @@ class SlotPool:
             if not self._idle:
                 return None
             while self._idle:  # give back groups of other shapes, then try again
-                _destroy(self._idle.pop())
+                self._destroy(self._idle.pop())
             if not fits(pgf.required(), self._available()):
                 return None
-        pg = placement_group(pgf.bundles, strategy=pgf.strategy)
-        head = pgf.bundles[0]
-        custom = {k: v for k, v in head.items() if k not in ("CPU", "GPU", "memory")}
-        actor = _RemoteTrialActor.options(
-            num_cpus=head.get("CPU", 0.0),
-            num_gpus=head.get("GPU", 0.0),
-            memory=head.get("memory") or None,
-            resources=custom or None,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True
-            ),
-        ).remote(exit_quietly_on_sigterm=True)
+        actor, pg = self.backend.place(pgf)
         slot = Slot(actor=actor, pg=pg, pgf=pgf)
         for name, amount in self._held(extra=slot).items():
             self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
@@ -141,13 +123,5 @@ class SlotPool:
             available[name] = available.get(name, 0.0) - amount
         return available
 
-
-def _destroy(slot: Slot) -> None:
-    try:
-        ray.kill(slot.actor, no_restart=True)
-    except Exception:  # noqa: BLE001 - already gone
-        pass
-    try:
-        remove_placement_group(slot.pg)
-    except Exception:  # noqa: BLE001
-        pass
+    def _destroy(self, slot: Slot) -> None:
+        self.backend.destroy(slot.actor, slot.pg)
