@@ -1,0 +1,208 @@
+"""The controller's decisions with real schedulers, searchers and store, on an in-process backend.
+
+Every trial here is a real TrialActor hosting a real Trainable in this process (see
+``fake_backend``): results come back one per pass of the loop, trials taking turns, so each run
+makes the same decisions. No Ray, no sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+import ray
+
+from schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
+from schedulers.trial_scheduler import TrialScheduler
+from tests.tuner.execution.fake_backend import FakeBackend
+from tuner.api import _resources_for
+from tuner.execution.controller import Controller
+from tuner.execution.profiler import SweepProfiler
+from tuner.search.basic_variant import BasicVariantGenerator
+from tuner.search.space import grid_search
+from tuner.stopper import to_stopper
+from tuner.store import Store
+from tuner.trainable.trainable import Trainable
+
+
+class Climb(Trainable):
+    """``score`` grows by ``rate`` each step (from the restored value after a restore); with
+    ``fail_at`` every step at that iteration raises."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.score = 0.0
+
+    def step(self) -> dict[str, Any]:
+        if self.config.get("fail_at") == self.iteration + 1:
+            raise RuntimeError(f"boom at {self.iteration + 1}")
+        self.score += self.config["rate"]
+        return {"score": self.score}
+
+    def save_checkpoint(self, checkpoint_dir: str) -> str:
+        with open(os.path.join(checkpoint_dir, "state.json"), "w") as f:
+            json.dump({"score": self.score}, f)
+        return checkpoint_dir
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        with open(os.path.join(checkpoint_dir, "state.json")) as f:
+            self.score = json.load(f)["score"]
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def no_ray(monkeypatch):
+    """Any use of Ray's runtime fails the test (whether or not an earlier test started Ray)."""
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the controller used Ray with a fake backend")
+
+    for name in ("init", "wait", "get", "kill", "cluster_resources", "available_resources", "nodes"):
+        monkeypatch.setattr(ray, name, refuse)
+
+
+def sweep(tmp_path, param_space: dict[str, Any], *, scheduler: TrialScheduler | None = None,
+          stop: Any = None, backend: FakeBackend | None = None, **options: Any):
+    """Run a sweep of Climb as ``tune.run`` builds it (metric ``score``, max), on the fake backend:
+    (trials, store rows of the trials, store results by trial id, exploits, backend)."""
+    backend = backend or FakeBackend(cpus=4)
+    scheduler = scheduler or FIFOScheduler()
+    assert scheduler.set_search_properties("score", "max", config=dict(param_space))
+    searcher = BasicVariantGenerator()
+    assert searcher.set_search_properties("score", "max", dict(param_space), num_samples=1, seed=0)
+    with Store(f"sqlite:///{tmp_path / 'tuner.db'}") as store:
+        experiment_id = store.get_or_create_experiment("climb", spec={}, metric="score", mode="max")
+        controller = Controller(
+            trainable_cls=Climb, experiment_id=experiment_id, experiment_name="climb", run_dir=str(tmp_path / "climb"),
+            store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(stop), metric="score",
+            mode="max", resources_for=_resources_for(Climb, None),
+            profiler=SweepProfiler(total_cpus=backend.cluster_resources()["CPU"]), backend=backend, **options,
+        )
+        trials = controller.run()
+        rows = store.trials(experiment_id)
+        results: dict[str, list[dict[str, Any]]] = {}
+        for result in store.results(experiment_id):
+            results.setdefault(result["trial_id"], []).append(result)
+        exploits = store.exploits(experiment_id)
+    return trials, rows, results, exploits, backend
+
+
+def scores(results: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    return [(r["training_iteration"], r["score"]) for r in results]
+
+
+def test_fifo_runs_every_trial_to_its_stop_condition_and_stores_every_result_in_order(tmp_path):
+    trials, rows, results, _, backend = sweep(
+        tmp_path, {"rate": grid_search([1.0, 2.0, 3.0])}, stop={"training_iteration": 3})
+    assert [t.status for t in trials] == ["TERMINATED"] * 3
+    assert [r["status"] for r in rows] == ["TERMINATED"] * 3
+    for trial, rate in zip(trials, [1.0, 2.0, 3.0]):
+        assert trial.config["rate"] == rate
+        assert scores(results[trial.trial_id]) == [(1, rate), (2, 2 * rate), (3, 3 * rate)]
+        assert trial.last_result is not None and trial.last_result["score"] == 3 * rate
+    assert [r["last_result"]["training_iteration"] for r in rows] == [3, 3, 3]
+    # one actor per trial, all three in flight at once and taking turns, then all given back
+    assert backend.placed == 3 and backend.destroyed == 3
+    runs = [actor for actor, method in backend.calls if method == "run"]
+    assert runs[:6] == ["actor0", "actor1", "actor2"] * 2
+    assert backend.released == {"CPU": 3.0}
+
+
+def test_fifo_reuses_the_actor_of_an_ended_trial_when_only_one_fits(tmp_path):
+    trials, _, results, _, backend = sweep(
+        tmp_path, {"rate": grid_search([1.0, 2.0, 3.0])}, stop={"training_iteration": 2},
+        backend=FakeBackend(cpus=1))
+    assert [t.status for t in trials] == ["TERMINATED"] * 3
+    assert all(len(results[t.trial_id]) == 2 for t in trials)
+    assert backend.placed == 1  # each next trial took the idle slot of the one before
+    assert ("actor0", "stop") in backend.calls  # the ended trial's trainable was cleaned up first
+
+
+def test_asha_stops_the_worse_trials_at_the_first_rung(tmp_path):
+    asha = ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1, reduction_factor=2)
+    trials, rows, results, _, _ = sweep(tmp_path, {"rate": grid_search([4.0, 3.0, 2.0, 1.0])}, scheduler=asha)
+    iterations = {t.config["rate"]: len(results[t.trial_id]) for t in trials}
+    # the best trial reaches the rung first and goes on to max_t; every later one is below the
+    # rung's cutoff (the median of what reached it) and is stopped there
+    assert iterations == {4.0: 4, 3.0: 1, 2.0: 1, 1.0: 1}
+    assert [r["status"] for r in rows] == ["TERMINATED"] * 4
+    assert scores(results[trials[0].trial_id]) == [(1, 4.0), (2, 8.0), (3, 12.0), (4, 16.0)]
+
+
+def test_a_trial_whose_trainable_raises_is_retried_up_to_max_failures_then_errors(tmp_path):
+    trials, rows, results, _, backend = sweep(
+        tmp_path, {"rate": 1.0, "fail_at": grid_search([2, None])}, stop={"training_iteration": 3},
+        max_failures=2)
+    failing, healthy = trials
+    assert failing.status == "ERROR" and failing.num_failures == 3
+    assert "boom at 2" in (failing.error or "")
+    assert rows[0]["status"] == "ERROR" and rows[0]["num_failures"] == 3 and "boom at 2" in rows[0]["error"]
+    # each retry started over (no checkpoint) and re-ran iteration 1: stored once, decided on once
+    assert scores(results[failing.trial_id]) == [(1, 1.0)]
+    assert healthy.status == "TERMINATED" and scores(results[healthy.trial_id]) == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert backend.placed == 2  # the failing trial's actor lived on and was given to each retry
+
+
+def test_a_trial_whose_actor_dies_is_retried_on_a_new_actor(tmp_path):
+    deaths: list[str] = []
+
+    def kill_once(actor: str, method: str) -> bool:
+        if actor == "actor0" and method == "run" and sum(m == "run" for a, m in backend.calls if a == actor) == 2:
+            deaths.append(actor)
+            return True
+        return False
+
+    backend = FakeBackend(cpus=1, kill_when=kill_once)
+    trials, rows, results, _, _ = sweep(
+        tmp_path, {"rate": 1.0}, stop={"training_iteration": 3}, max_failures=1, backend=backend)
+    (trial,) = trials
+    assert deaths == ["actor0"] and trial.num_failures == 1 and "actor0 died" in (trial.error or "")
+    assert trial.status == "TERMINATED" and scores(results[trial.trial_id]) == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert backend.placed == 2  # the dead actor's slot was destroyed, not reused
+
+
+def test_pbt_restores_the_worse_trial_from_the_better_ones_checkpoint_with_a_perturbed_config(tmp_path):
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
+        resample_probability=0.0, hyperparam_mutations={"rate": [1.0, 2.0, 3.0, 4.0]}, seed=0)
+    trials, rows, results, exploits, backend = sweep(
+        tmp_path, {"rate": grid_search([1.0, 3.0])}, scheduler=pbt, stop={"training_iteration": 5})
+    worse, better = trials
+    assert [t.status for t in trials] == ["TERMINATED", "TERMINATED"]
+    # At iteration 2 the better trial is asked for a checkpoint (it has none to give yet when the
+    # worse one gets there first); at the worse one's next perturbation (iteration 4) it takes it.
+    (exploit,) = exploits
+    assert (exploit["trial_id"], exploit["donor_trial_id"], exploit["iteration"]) == (worse.trial_id, better.trial_id, 4)
+    new_rate = worse.config["rate"]
+    assert new_rate in (2.0, 4.0)  # a neighbour of the donor's 3.0 in the mutation's list
+    assert exploit["old_config"] == {"rate": 1.0} and exploit["new_config"] == {"rate": new_rate}
+    assert exploit["checkpoint_path"] == os.path.join(better.trial_dir, "checkpoint_000002")
+    assert rows[0]["config"] == {"rate": new_rate}
+    # the worse trial goes on from the donor's state at that checkpoint (score 6: two steps of
+    # 3.0) with the new rate, and keeps its own iteration count
+    assert scores(results[worse.trial_id]) == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 6.0 + new_rate)]
+    assert scores(results[better.trial_id]) == [(i, 3.0 * i) for i in range(1, 6)]
+    assert backend.calls.index(("actor1", "save")) < backend.calls.index(("actor0", "exploit"))
+
+
+def test_synchronous_pbt_pauses_both_trials_then_resumes_them_from_checkpoints_one_exploited(tmp_path):
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
+        resample_probability=0.0, hyperparam_mutations={"rate": [1.0, 2.0, 3.0, 4.0]}, synch=True, seed=0)
+    trials, rows, results, exploits, backend = sweep(
+        tmp_path, {"rate": grid_search([1.0, 3.0])}, scheduler=pbt, stop={"training_iteration": 4})
+    worse, better = trials
+    assert [t.status for t in trials] == ["TERMINATED", "TERMINATED"]
+    # both pause at the perturbation (a save each, their slots given back) before either goes on
+    assert backend.calls[:6] == [("actor0", "run"), ("actor1", "run")] * 2 + [("actor0", "save"), ("actor1", "save")]
+    (exploit,) = exploits
+    assert (exploit["trial_id"], exploit["donor_trial_id"], exploit["iteration"]) == (worse.trial_id, better.trial_id, 2)
+    assert exploit["checkpoint_path"] == os.path.join(better.trial_dir, "checkpoint_000002")
+    new_rate = worse.config["rate"]
+    assert new_rate in (2.0, 4.0) and rows[0]["config"] == {"rate": new_rate}
+    # resumed on fresh trainables: the worse from the donor's checkpoint with the new rate, the
+    # better from its own
+    assert scores(results[worse.trial_id]) == [(1, 1.0), (2, 2.0), (3, 6.0 + new_rate), (4, 6.0 + 2 * new_rate)]
+    assert scores(results[better.trial_id]) == [(i, 3.0 * i) for i in range(1, 5)]
