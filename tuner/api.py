@@ -110,8 +110,7 @@ def _hparam_domains(config: Mapping[str, Any], searcher: Searcher) -> list[dict[
     tune.run's search space, or the searcher's own when it was given one."""
     space: Any = config
     if not config:  # OptunaSearch(space={...}): its space, "a/b" keys expanded into nested dicts
-        own = getattr(searcher, "_template", None) or getattr(searcher, "_space_source", None)
-        space = own if isinstance(own, Mapping) else {}
+        space = searcher.own_space() or {}
     try:
         return describe_search_space(space)
     except Exception:  # noqa: BLE001 - the export then finds the hparams in the trials' configs

@@ -159,7 +159,7 @@ class TrialActor:
         """
         if self._trainable is None or self._trainable_cls is None:
             raise TrialError("exploit() called with no running trainable")
-        iteration, time_total = self._trainable._iteration, self._trainable._time_total
+        iteration, time_total = self._trainable.progress()
         try:
             self._trainable.restore(checkpoint_path)
             in_place = bool(self._trainable.reset_config(dict(config)))
@@ -170,9 +170,9 @@ class TrialActor:
                 if self._start_error is not None:
                     raise TrialError(self._start_error)
             assert self._trainable is not None
-            self._trainable._iteration, self._trainable._time_total = iteration, time_total
+            self._trainable.set_progress(iteration, time_total)
             self._info = info
-            self._trainable._trial_info = info
+            self._trainable.set_trial_info(info)
             return in_place
         except TrialError:
             raise
@@ -213,7 +213,7 @@ class TrialActor:
         assert self._trainable is not None and self._info is not None
         path = persist_checkpoint(reported, self._info.trial_dir, result.get("training_iteration", 0))
         self._trainable.write_metadata(path)
-        self._trainable._latest_checkpoint = path
+        self._trainable.note_checkpoint(path)
         return path
 
     def save(self) -> str:

@@ -215,6 +215,12 @@ class OptunaSearch(Searcher):
 
     # ----------------------------------------------------------------- Searcher API
 
+    def own_space(self) -> dict[str, Any] | None:
+        """The dict space it searches, "a/b" keys expanded into nested dicts; None before it has one
+        and for a define-by-run function."""
+        own = self._template or self._space_source
+        return own if isinstance(own, dict) else None
+
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:

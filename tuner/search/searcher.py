@@ -60,6 +60,11 @@ class Searcher:
         """``"min"`` or ``"max"``, or None if not known yet."""
         return self._mode
 
+    def own_space(self) -> dict[str, Any] | None:
+        """The dict search space this searcher holds as its own (e.g. ``OptunaSearch(space={...})``),
+        as nested dicts; None when it has none (the base class never has one)."""
+        return None
+
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:

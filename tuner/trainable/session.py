@@ -71,7 +71,7 @@ def get_checkpoint() -> Checkpoint | None:
 def get_context() -> TrainContext:
     """The running trial's id, name and directory (in a function or a class Trainable)."""
     trainable = _state.trainable or _process_trainable
-    info: TrialInfo | None = trainable._trial_info if trainable is not None else _process_info
+    info: TrialInfo | None = trainable.get_trial_info() if trainable is not None else _process_info
     if trainable is None and info is None:
         _current()  # raises: not inside a trial
     if info is None:

@@ -94,6 +94,26 @@ class Trainable:
     def iteration(self) -> int:
         return self._iteration
 
+    def progress(self) -> tuple[int, float]:
+        """``(iteration, time_total_s)``: the counters a PBT exploit keeps across a restore."""
+        return self._iteration, self._time_total
+
+    def set_progress(self, iteration: int, time_total_s: float) -> None:
+        """Set the counters back to what :meth:`progress` returned (the trial actor, after an exploit)."""
+        self._iteration, self._time_total = iteration, time_total_s
+
+    def get_trial_info(self) -> TrialInfo | None:
+        """The trial this trainable runs as; None outside a sweep."""
+        return self._trial_info
+
+    def set_trial_info(self, info: TrialInfo | None) -> None:
+        """Run as trial ``info`` from now on (the trial actor, after an exploit)."""
+        self._trial_info = info
+
+    def note_checkpoint(self, checkpoint_dir: str) -> None:
+        """Record ``checkpoint_dir`` as the latest checkpoint (one the trial actor moved into place)."""
+        self._latest_checkpoint = checkpoint_dir
+
     training_iteration = iteration
 
     @property
