@@ -24,6 +24,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
+from schedulers.validation import is_number
+
 ENV_ID = "tuner/SlowCartPole-v1"
 
 
@@ -37,9 +39,9 @@ class SlowCartPole(CartPoleEnv):
     def __init__(self, fast_ms: float = 3.0, slow_ms: float = 100.0, slow_prob: float = 0.03,
                  render_mode: str | None = None) -> None:
         for key, value in (("fast_ms", fast_ms), ("slow_ms", slow_ms)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if not is_number(value, numpy=False) or value < 0:
                 raise ValueError(f"SlowCartPole: {key} must be a number of milliseconds >= 0, got {value!r}")
-        if isinstance(slow_prob, bool) or not isinstance(slow_prob, (int, float)) or not 0 <= slow_prob <= 1:
+        if not is_number(slow_prob, numpy=False) or not 0 <= slow_prob <= 1:
             raise ValueError(f"SlowCartPole: slow_prob must be a probability in [0, 1], got {slow_prob!r}")
         super().__init__(render_mode=render_mode)
         self.fast_s, self.slow_s, self.slow_prob = fast_ms / 1000, slow_ms / 1000, float(slow_prob)

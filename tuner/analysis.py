@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from schedulers.trial_scheduler import validate_mode
+from schedulers.validation import is_number
 from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
 from tuner.search.variants import flatten_dict
@@ -47,7 +48,7 @@ class TrialRecord:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value, finite=True, numpy=False)
 
 
 @dataclasses.dataclass(frozen=True)

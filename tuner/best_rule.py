@@ -18,13 +18,15 @@ from __future__ import annotations
 import math
 from typing import Any, Hashable, Iterable, Mapping, TypeVar
 
+from schedulers.validation import is_number
+
 K = TypeVar("K", bound=Hashable)
 
 
 def number_at(result: Any, metric: str) -> float | None:
     """The number at the flattened key ``metric`` of ``result`` (see the module's rule), else None."""
     value = _flat_get(result, metric)
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    if not is_number(value, numpy=False):
         return None
     try:
         return float(value)

@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any, Iterator, TypeGuard
 
 from schedulers.trial_scheduler import ERROR, TERMINATED, validate_mode
+from schedulers.validation import is_number
 from tuner.analysis import SCOPES, ExperimentAnalysis, TrialRecord
 from tuner.errors import TuneError
 from tuner.execution.checkpoint_manager import CheckpointRecord, rank_checkpoints
@@ -167,7 +168,7 @@ def _kept_checkpoints(analysis: ExperimentAnalysis) -> dict[str, list[tuple[Chec
 
 
 def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    return is_number(value, numpy=False) and not math.isnan(value)
 
 
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:

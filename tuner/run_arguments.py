@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
-from schedulers.validation import check_int
+from schedulers.validation import check_int, is_int, is_number
 from tuner.search.searcher import Searcher
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import Trainable
@@ -38,7 +38,7 @@ def validate_arguments(
         raise ValueError(f"scheduler must be a TrialScheduler, got {type(scheduler).__name__}")
     if search_alg is not None and not isinstance(search_alg, Searcher):
         raise ValueError(f"search_alg must be a Searcher, got {type(search_alg).__name__}")
-    if time_budget_s is not None and (isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or time_budget_s <= 0):
+    if time_budget_s is not None and (not is_number(time_budget_s, numpy=False) or time_budget_s <= 0):
         raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
     check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
     check_int(max_failures, "max_failures", -1)
@@ -52,7 +52,7 @@ def validate_arguments(
         raise ValueError(f"checkpoint_at_end must be True or False, got {checkpoint_at_end!r}")
     if name is not None and not is_sweep_name(name):
         raise ValueError(f"name must be {SWEEP_NAME_RULE}, got {name!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+    if seed is not None and not is_int(seed, numpy=False):
         raise ValueError(f"seed must be an int or None, got {seed!r}")
     if not isinstance(tensorboard, bool):
         raise ValueError(f"tensorboard must be True or False, got {tensorboard!r}")

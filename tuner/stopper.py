@@ -8,6 +8,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from schedulers.validation import is_number
+
 
 class Stopper:
     """Decides when a trial (``__call__``) or the whole experiment (``stop_all``) stops."""
@@ -59,7 +61,7 @@ class DictStopper(Stopper):
 
     def __init__(self, thresholds: Mapping[str, Any]) -> None:
         for key, value in thresholds.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if not is_number(value, numpy=False):
                 raise ValueError(f"stop[{key!r}] must be a number, got {value!r}")
         self.thresholds = dict(thresholds)
 
@@ -91,7 +93,7 @@ class TimeoutStopper(Stopper):
     """Stops the whole experiment after ``timeout`` seconds."""
 
     def __init__(self, timeout: float) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        if not is_number(timeout, numpy=False) or timeout <= 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         self._timeout = float(timeout)
         self._start: float | None = None

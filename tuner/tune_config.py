@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Sequence, TypeVar
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
-from schedulers.validation import check_int
+from schedulers.validation import check_int, is_number
 
 
 class ConfigError(ValueError, TypeError):
@@ -176,8 +176,7 @@ class TuneConfig:
         if isinstance(self.time_budget_s, datetime.timedelta):
             self.time_budget_s = self.time_budget_s.total_seconds()
         if self.time_budget_s is not None and (
-            isinstance(self.time_budget_s, bool) or not isinstance(self.time_budget_s, (int, float))
-            or self.time_budget_s <= 0
+            not is_number(self.time_budget_s, numpy=False) or self.time_budget_s <= 0
         ):
             raise ConfigError(f"{owner}.time_budget_s must be a number of seconds > 0 or None, got {self.time_budget_s!r}")
         if not isinstance(self.reuse_actors, bool):

@@ -13,6 +13,7 @@ import inspect
 import math
 from typing import Any, Mapping
 
+from schedulers import validation
 from schedulers import (
     ASHAScheduler,
     FIFOScheduler,
@@ -83,14 +84,14 @@ def _check_parameter(value: Any, default: Any, path: str) -> Any:
                 return value  # float budgets (max_t: 1.0e5) are fine where ints are the default
             raise SpecError(path, f"expected a number, got {describe(value)}")
     elif isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        if not validation.is_number(value, numpy=False) or math.isnan(value):
             raise SpecError(path, f"expected a number, got {describe(value)}")
     elif isinstance(default, str):
         expect_str(value, path)
     elif isinstance(default, (tuple, list)):
         items = expect_list(value, path, min_len=1)
         for i, item in enumerate(items):
-            if isinstance(item, bool) or not isinstance(item, (int, float)):
+            if not validation.is_number(item, numpy=False):
                 raise SpecError(join(path, i), f"expected a number, got {describe(item)}")
     return value
 

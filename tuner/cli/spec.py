@@ -34,6 +34,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from schedulers.validation import is_number
 from tuner.cli import components, trainables
 from tuner.cli.checks import (
     check_keys,
@@ -126,7 +127,7 @@ def _check_stop(value: Any) -> None:
         return
     stop = expect_mapping(value, "stop")
     for key, threshold in stop.items():
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+        if not is_number(threshold, numpy=False):
             raise SpecError(join("stop", key), f"expected a number (the trial stops once its result "
                                                f"reaches it), got {describe(threshold)}")
 

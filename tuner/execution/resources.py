@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
+from schedulers.validation import is_number
+
 _ALIASES = {"cpu": "CPU", "gpu": "GPU", "CPU": "CPU", "GPU": "GPU", "memory": "memory"}
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 DEFAULT_BUNDLES: tuple[dict[str, float], ...] = ({"CPU": 1.0},)
@@ -52,7 +54,7 @@ def _bundle(raw: Mapping[str, Any], field: str) -> dict[str, float]:
         raise ValueError(f"{field}: each bundle must be a dict like {{'cpu': 1}}, got {raw!r}")
     bundle: dict[str, float] = {}
     for name, amount in raw.items():
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)):
+        if not is_number(amount, numpy=False):
             raise ValueError(f"{field}: amount of {name!r} must be a number, got {amount!r}")
         if amount < 0:
             raise ValueError(f"{field}: amount of {name!r} must be >= 0, got {amount!r}")

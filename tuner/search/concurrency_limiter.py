@@ -19,6 +19,8 @@ import inspect
 import logging
 from typing import Any
 
+from schedulers.validation import is_int
+
 from .searcher import Searcher
 
 __all__ = ["ConcurrencyLimiter"]
@@ -59,8 +61,7 @@ class ConcurrencyLimiter(Searcher):
             raise ValueError(
                 f"searcher must be a Searcher, got {type(searcher).__name__}"
             )
-        if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) \
-                or max_concurrent < 1:
+        if not is_int(max_concurrent, numpy=False) or max_concurrent < 1:
             raise ValueError(f"max_concurrent must be an integer >= 1, got {max_concurrent!r}")
         super().__init__(metric=searcher.metric, mode=searcher.mode)
         self.searcher = searcher

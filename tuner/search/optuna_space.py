@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -21,6 +20,8 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+
+from schedulers.validation import is_number
 
 from .space import (
     Categorical,
@@ -93,7 +94,7 @@ class OptunaParam:
                     f"{list(self.dist.choices)!r}"
                 )
             return value
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if not is_number(value):
             raise ValueError(f"{where}: value of {self.name!r} must be a number, got {value!r}")
         value = value.item() if isinstance(value, np.generic) else value
         valid = self.domain.is_valid(value) if self.domain is not None else \
