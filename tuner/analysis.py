@@ -289,6 +289,10 @@ class ExperimentAnalysis:
 
         return self.trial_dataframes.get(trial.trial_id, pd.DataFrame()) if trial else pd.DataFrame()
 
+    def trial_results(self, trial_id: str) -> list[dict[str, Any]]:
+        """Every stored result of trial ``trial_id``, oldest first, nested as it was reported."""
+        return self._store.results(self._experiment_id, trial_id)
+
     @property
     def exploits(self) -> list[dict[str, Any]]:
         """PBT lineage, oldest first: trial_id took donor_trial_id's checkpoint at iteration,

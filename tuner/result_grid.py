@@ -50,7 +50,7 @@ class Result:
         if self._dataframe is None:
             import pandas as pd
 
-            rows = self._analysis._store.results(self._analysis._experiment_id, self._trial.trial_id)
+            rows = self._analysis.trial_results(self._trial.trial_id)
             self._dataframe = pd.DataFrame([flatten_dict(r) for r in rows])
         return self._dataframe
 
