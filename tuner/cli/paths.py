@@ -140,6 +140,18 @@ def open_store(ref: SweepRef) -> Any:
                        EXIT_FAILED) from None
 
 
+def stored_experiment(ref: SweepRef) -> dict[str, Any]:
+    """The sweep's experiment record (name, spec, metric, ...); a sweep not in its store is a CLIError."""
+    store = open_store(ref)
+    try:
+        experiment = store.get_experiment(ref.name)
+    finally:
+        store.close()
+    if experiment is None:
+        raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
+    return experiment
+
+
 def first_line(exc: BaseException, url: str | None = None) -> str:
     """The first line of an error's message, with the password of ``url`` masked if it shows."""
     lines = str(exc).strip().splitlines()

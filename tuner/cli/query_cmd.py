@@ -26,6 +26,7 @@ from tuner.cli.paths import (
     first_line,
     locate,
     open_store,
+    stored_experiment,
 )
 from tuner.cli.table import format_table
 
@@ -160,7 +161,7 @@ def _last_line(text: str | None) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     """A sweep's status, every trial (status, iterations, metric, searched values, error) and its best."""
     ref = locate(args.name, args.storage_path, args.database_url)
-    experiment = _stored_experiment(ref)
+    experiment = stored_experiment(ref)
     analysis = _analysis(ref)
     try:
         if getattr(args, "profile", False):
@@ -176,17 +177,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     finally:
         analysis.close()
     return EXIT_OK
-
-
-def _stored_experiment(ref: SweepRef) -> dict[str, Any]:
-    store = open_store(ref)
-    try:
-        experiment = store.get_experiment(ref.name)
-    finally:
-        store.close()
-    if experiment is None:
-        raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
-    return experiment
 
 
 def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[Any]) -> None:

@@ -10,19 +10,12 @@ import sys
 from pathlib import Path
 
 from tuner.cli.errors import CLIError
-from tuner.cli.paths import SweepRef, first_line, locate, open_store
+from tuner.cli.paths import SweepRef, first_line, locate, stored_experiment
 
 
 def logdir_of(ref: SweepRef) -> Path:
     """Where the sweep's live export went (its stored spec says), else ``<run_dir>/tensorboard``."""
-    store = open_store(ref)
-    try:
-        experiment = store.get_experiment(ref.name)
-    finally:
-        store.close()
-    if experiment is None:
-        raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
-    spec = experiment.get("spec") or {}
+    spec = stored_experiment(ref).get("spec") or {}
     stored, stored_run_dir = spec.get("tensorboard_dir"), spec.get("run_dir")
     if not stored:
         return ref.run_dir / "tensorboard"
