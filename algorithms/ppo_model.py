@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from algorithms.activations import tanh
+from algorithms.narrow_matmul import narrow_baddbmm
 from algorithms.numpy_policy import NumpyActorCritic
 from algorithms.torch_policy import load_state_arrays, state_arrays
 
@@ -115,7 +116,7 @@ class ActorCritic(nn.Module):
         h = obs.expand(2, *obs.shape)
         for w, b in hidden:
             h = act_fn(torch.baddbmm(b, h, w))
-        out = torch.baddbmm(b_out, h, w_out)
+        out = narrow_baddbmm(b_out, h, w_out)
         return out[0], out[1, :, 0], h[0]
 
     # -- learner side: log-probabilities (and entropy) of taken actions ---------------------
