@@ -1,5 +1,6 @@
 """DQN: config errors, the double-Q target by hand, per-worker exploration, checkpoints with and
-without the replay buffer, a killed rollout actor, ASHA and PBT sweeps."""
+without the replay buffer, n-step replay against the trajectory, a killed rollout actor, ASHA and
+PBT sweeps."""
 
 from __future__ import annotations
 
@@ -67,6 +68,61 @@ def test_the_update_descends_the_huber_loss_to_the_double_q_target_computed_by_h
         assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
     finally:
         trainer.stop()
+
+
+def _replay_after_sampling(n_step):
+    """The replay buffer (oldest first) after 1,500 env steps of random actions in the learner's
+    process, on CartPole cut off at 30 steps: truncations as well as terminations."""
+    from algorithms.rollout import register_env
+
+    import gymnasium as gym
+
+    register_env("cartpole-30", lambda cfg: gym.make("CartPole-v1", max_episode_steps=30))
+    trainer = DQN(config={"env": "cartpole-30", "seed": 3, "n_step": n_step, "gamma": 0.9, "train_freq": 100,
+                          "epsilon": [[0, 1.0]], "learning_starts": 10**6, "hidden_sizes": [8],
+                          "min_sample_timesteps_per_iteration": 1500})
+    try:
+        trainer.train()
+        return trainer.buffer.state()
+    finally:
+        trainer.stop()
+
+
+def test_n_step_replay_holds_the_transitions_the_one_step_trajectory_implies():
+    """Sampling, fragments, held rows and the buffer together: the 3-step transitions in the buffer
+    are those that SB3's NStepReplayBuffer rule makes of the same trajectory (the 1-step run of the
+    same seed): the discounted sum of up to 3 rewards, stopping at an episode's end, bootstrapping
+    with gamma ** k from the last observation unless the episode terminated there."""
+    one, three = _replay_after_sampling(1), _replay_after_sampling(3)
+    assert (one["discounts"] == 0).sum() > 10 and ((one["discounts"] > 0) & _ends(one)).sum() > 5  # both kinds
+    expected = []
+    steps = len(one["rewards"])
+    for i in range(steps):
+        reward, discount, j = 0.0, 1.0, i
+        for k in range(3):
+            j = i + k
+            reward += discount * float(one["rewards"][j])
+            discount *= 0.9
+            if one["discounts"][j] == 0 or _ends(one)[j] or k == 2:
+                break
+        if j == steps - 1 and one["discounts"][j] > 0 and k < 2:
+            continue  # its window is not complete yet: the trainer holds these rows back
+        bootstrap = 0.0 if one["discounts"][j] == 0 else discount
+        expected.append(_row(one["obs"][i], one["actions"][i], reward, one["next_obs"][j], bootstrap))
+    got = [_row(*(three[key][i] for key in ("obs", "actions", "rewards", "next_obs", "discounts")))
+           for i in range(len(three["rewards"]))]
+    assert sorted(got) == sorted(expected)
+
+
+def _ends(state):
+    """Where an episode ended at a step: the next step's observation is not this one's next_obs."""
+    ends = np.ones(len(state["rewards"]), dtype=bool)
+    ends[:-1] = ~np.all(state["next_obs"][:-1] == state["obs"][1:], axis=1)
+    return ends
+
+
+def _row(obs, action, reward, next_obs, discount):
+    return tuple(np.round(obs, 5)), int(action), round(float(reward), 4), tuple(np.round(next_obs, 5)), round(float(discount), 4)
 
 
 def test_cartpole_learns_in_process_and_reports_its_metrics():
