@@ -150,8 +150,8 @@ SAC_ZOO: dict[str, Any] = {
 
 #: ``--dqn-ours own``, for both systems: chosen by a sweep of our own (lr 6.3e-4 / 2.3e-3 x n_step
 #: 1 / 3 x seeds 0-2: only this pair met the rule on all three); everything else as rl-zoo's. Double
-#: Q and dueling heads, which only ours has, stay off: with them on, ours needed more env steps on
-#: five seeds of six and missed the rule on one.
+#: Q and dueling heads, which only ours has, stay off: with them on, ours needed more env steps than
+#: SB3 on each of six seeds and missed the rule on one.
 DQN_OWN_SHARED: dict[str, Any] = {"learning_rate": 6.3e-4, "n_steps": 3}
 
 #: Adam's eps in SB3's DQN and SAC (torch's default; our trainers default to 1e-5, PPO's).
