@@ -78,8 +78,16 @@ class FlatParameters:
         """Scale the gradient to a global L2 norm of at most ``max_norm`` as
         ``torch.nn.utils.clip_grad_norm_`` does (coefficient ``max_norm / (norm + 1e-6)``, at most 1);
         returns the norm before clipping."""
-        norm = torch.linalg.vector_norm(self.grad)
-        self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        grad = self.grad
+        norm = torch.linalg.vector_norm(grad)
+        if grad.device.type == "cpu":
+            # the coefficient as a Python float: two calls instead of five, for an update made of
+            # calls; reading it would make a GPU wait, so there it stays a tensor
+            coefficient = max_norm / (float(norm) + 1e-6)
+            if coefficient < 1.0:
+                grad.mul_(coefficient)
+        else:
+            grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
         return norm
 
     # -- optimiser state between the flat and the per-parameter layout --------------------------

@@ -355,19 +355,17 @@ class PPO(DistributedTrainer):
         n = len(advantages)
         num_minibatches = max(1, round(n / c["minibatch_size"]))
         bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
-        # Each epoch gathers the batch once in a random order; minibatches are then contiguous
-        # slices (views), not six gathers each. Actions ride along as float columns (exact for
-        # discrete actions) and are cast back per minibatch.
-        columns = [batch["obs"].reshape(n, -1), batch["actions"].reshape(n, -1), batch["logp"][:, None],
-                   batch["values"][:, None], batch["returns"][:, None], advantages[:, None]]
-        # an array for the numpy learner, a tensor on the learner's device for torch: one loop below serves both
-        table: Any = np.concatenate(columns, axis=1, dtype=np.float32)
-        ends = np.cumsum([col.shape[1] for col in columns]).tolist()
-        column_slices = list(zip([0] + ends[:-1], ends))
         numpy_update = self._numpy_update
         step = self._numpy_step if numpy_update is not None else self._autograd_step
-        if numpy_update is None:
-            table = torch.from_numpy(table).to(self.device)
+        # Three tables, gathered once per epoch in a random order: observations and actions by
+        # row, and the four per-step numbers (old log-probabilities, old values, value targets,
+        # advantages) as rows of one (4, n) table, so that a minibatch's columns are contiguous
+        # slices, four views in one call. An update is made of calls at these sizes.
+        obs: Any = np.asarray(batch["obs"], dtype=np.float32).reshape(n, -1)
+        actions: Any = np.asarray(batch["actions"], dtype=np.float32).reshape(n, -1)
+        per_step: Any = np.stack([batch["logp"], batch["values"], batch["returns"], advantages]).astype(np.float32)
+        if numpy_update is None:  # tensors on the learner's device: one loop below serves both learners
+            obs, actions, per_step = (torch.from_numpy(a).to(self.device) for a in (obs, actions, per_step))
         # Per-update statistics stay where the update ran (a tensor on the learner's device, an
         # array in numpy) and are read once after the last epoch: a float() per update would wait
         # for a GPU to finish each one.
@@ -376,10 +374,17 @@ class PPO(DistributedTrainer):
         for epoch in range(c["num_epochs"]):
             last_epoch = epoch == c["num_epochs"] - 1
             order = torch.randperm(n, generator=self.torch_rng)
-            shuffled = table[order.numpy()] if numpy_update is not None else table[order.to(self.device)]
+            index: Any
+            if numpy_update is not None:
+                index = order.numpy()
+                epoch_actions: Any = actions[index, 0].astype(np.int64)
+            else:
+                index = order.to(self.device)
+                epoch_actions = self.policy.actions_tensor(actions[index])
+            epoch_obs, epoch_per_step = obs[index], per_step[:, index]
             for start, stop in zip(bounds[:-1], bounds[1:]):
-                rows = shuffled[start:stop]
-                minibatch = [rows[:, a:b] for a, b in column_slices]
+                old_logp, old_values, returns, adv = epoch_per_step[:, start:stop]
+                minibatch = (epoch_obs[start:stop], epoch_actions[start:stop], old_logp, old_values, returns, adv)
                 policy_loss, vf_loss, ratio, log_ratio = step(minibatch)
                 losses.append((policy_loss, vf_loss))
                 if last_epoch:  # how far the policy moved, measured during the final pass
@@ -403,20 +408,23 @@ class PPO(DistributedTrainer):
             "is_weight_mean": float(batch["is_weight"].mean()) if n else 1.0,
         }
 
-    def _numpy_step(self, minibatch: list[np.ndarray]) -> tuple[float, float, np.ndarray, np.ndarray]:
-        """One SGD update in numpy, gradient by hand (algorithms/ppo_numpy.py)."""
+    def _numpy_step(self, minibatch: tuple[np.ndarray, ...]) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """One SGD update in numpy, gradient by hand (algorithms/ppo_numpy.py). ``minibatch``:
+        observations (B, obs_dim), integer actions (B,), old log-probabilities, old values, value
+        targets and advantages (B,)."""
         c = self.cfg
         obs, actions, old_logp, old_values, returns, adv = minibatch
-        actions = actions[:, 0].astype(np.int64)
         update = self._numpy_update
         assert update is not None  # learn_on_batch steps in numpy only with the numpy learner
-        out = update.loss_and_grad(obs, actions, old_logp[:, 0], old_values[:, 0], returns[:, 0], adv[:, 0],
+        out = update.loss_and_grad(obs, actions, old_logp, old_values, returns, adv,
                                    c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"])
         self.optimizer.step_flat(update.grad, c["max_grad_norm"])
         return out
 
-    def _autograd_step(self, minibatch: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One SGD update through autograd and the torch optimiser: any network, any action space, any device."""
+    def _autograd_step(self, minibatch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One SGD update through autograd and the torch optimiser: any network, any action space, any
+        device. ``minibatch`` as :meth:`_numpy_step`'s, the actions as the policy's
+        ``actions_tensor`` makes them."""
         import torch
 
         from algorithms.ppo_loss import ppo_losses
@@ -424,15 +432,13 @@ class PPO(DistributedTrainer):
         c = self.cfg
         clip, vf_clip, vf_coeff, ent_coeff = c["clip_param"], c["vf_clip_param"], c["vf_loss_coeff"], c["entropy_coeff"]
         obs, actions, old_logp, old_values, target, adv = minibatch
-        actions = self.policy.actions_tensor(actions)
-        adv, target, old_logp = adv[:, 0], target[:, 0], old_logp[:, 0]
         logp, entropy, values = self.policy.evaluate(obs, actions, with_entropy=ent_coeff > 0)
         # The clipped surrogate -mean(min(r A, clip(r) A)) and the value loss, one graph node
         # (algorithms/ppo_loss.py); with vf_clip, V is clipped around its sampling-time value
         # and the pessimistic max taken (CleanRL's clip_vloss; SB3's clip_range_vf takes the
         # clipped value alone).
         loss, policy_loss, vf_loss, ratio, log_ratio = ppo_losses(
-            logp, values, old_logp=old_logp, advantages=adv, targets=target, old_values=old_values[:, 0],
+            logp, values, old_logp=old_logp, advantages=adv, targets=target, old_values=old_values,
             clip=clip, vf_clip=vf_clip, vf_coeff=vf_coeff)
         if entropy is not None:
             loss = loss - ent_coeff * entropy.mean()

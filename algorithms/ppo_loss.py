@@ -31,15 +31,15 @@ class _PPOLosses(torch.autograd.Function):
         ratio = log_ratio.exp()
         unclipped = advantages * ratio
         clipped = advantages * ratio.clamp(1 - clip, 1 + clip)
-        policy_loss = -torch.minimum(unclipped, clipped).mean()
+        policy_loss = torch.minimum(unclipped, clipped).mean().neg_()
         # d policy_loss / d logp: -A r / n where the unclipped term is the smaller (a tie, i.e.
         # r inside the clip range, passes it whole: half through each term, as autograd does)
         grad_logp = torch.where(unclipped <= clipped, unclipped, 0.0).mul_(-1.0 / n)
         v = values.detach()
         error = v - targets
         if vf_clip is None:
-            vf_loss = 0.5 * error.square().mean()
-            grad_values = error.mul(vf_coeff / n)
+            vf_loss = error.dot(error).mul_(0.5 / n)
+            grad_values = error.mul_(vf_coeff / n)
         else:  # 0.5 max((v - R)^2, (v_clipped - R)^2), v_clipped = v_old + clamp(v - v_old)
             delta = v - old_values
             error_clipped = old_values + delta.clamp(-vf_clip, vf_clip) - targets
@@ -52,7 +52,7 @@ class _PPOLosses(torch.autograd.Function):
             grad_values = grad_values.mul_(vf_coeff / n)
         ctx.save_for_backward(grad_logp, grad_values)
         ctx.mark_non_differentiable(policy_loss, vf_loss, ratio, log_ratio)
-        return policy_loss + vf_coeff * vf_loss, policy_loss, vf_loss, ratio, log_ratio
+        return torch.add(policy_loss, vf_loss, alpha=vf_coeff), policy_loss, vf_loss, ratio, log_ratio
 
     @staticmethod
     def backward(ctx, grad_loss, *unused):

@@ -119,11 +119,15 @@ def per_update_ms(learner: str, rows: int, calls: int = 500, repeats: int = 5) -
     try:
         trainer.train()
         rng = np.random.default_rng(0)
-        columns = [rng.standard_normal((rows, 4)), rng.integers(0, 2, (rows, 1))] + [
-            rng.standard_normal((rows, 1)) for _ in range(4)]
-        columns = [c.astype(np.float32) for c in columns]
-        step = trainer._numpy_step if learner == "numpy" else trainer._autograd_step
-        minibatch = columns if learner == "numpy" else [torch.from_numpy(c) for c in columns]
+        # a minibatch as learn_on_batch hands it over: observations (rows, 4), integer actions,
+        # and the four per-step columns as contiguous rows of one table
+        obs, per_step = rng.standard_normal((rows, 4), dtype=np.float32), rng.standard_normal((4, rows), dtype=np.float32)
+        actions = rng.integers(0, 2, rows)
+        if learner == "numpy":
+            step, minibatch = trainer._numpy_step, (obs, actions, *per_step)
+        else:
+            step = trainer._autograd_step
+            minibatch = (torch.from_numpy(obs), torch.from_numpy(actions), *torch.from_numpy(per_step))
         for _ in range(100):  # warm: allocations, the optimiser's state
             step(minibatch)
         return min(timeit.repeat(lambda: step(minibatch), number=calls, repeat=repeats)) / calls * 1e3
