@@ -406,12 +406,11 @@ class DQN(OffPolicyTrainer):
             y = batch["rewards"] + batch["discounts"] * next_value
         q = policy.q(network, batch["obs"]).gather(-1, batch["actions"][:, None])[:, 0]
         loss = torch.nn.functional.smooth_l1_loss(q, y)
-        optimizer = self.optimizers["q"]
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizers["q"].zero_grad(set_to_none=True)
         loss.backward()
         if c["max_grad_norm"] is not None:
             torch.nn.utils.clip_grad_norm_(network.parameters(), c["max_grad_norm"])
-        optimizer.step()
+        self.optimizer_steps["q"]()
         return {"td_loss": loss.detach(), "q_mean": q.detach().mean()}
 
     def after_round(self) -> None:

@@ -115,6 +115,10 @@ class OffPolicyTrainer(DistributedTrainer):
 
         c = self.cfg
         self.optimizers = self.build_optimizers()
+        from algorithms.optimizer_step import lean_step
+
+        # ``optimizer.step()`` without torch's per-call profiler range (algorithms/optimizer_step.py)
+        self.optimizer_steps = {name: lean_step(optimizer) for name, optimizer in self.optimizers.items()}
         shape, dtype = self.action_spec()
         from algorithms.rollout import ObsEncoder
 

@@ -273,11 +273,13 @@ class PPO(DistributedTrainer):
             self._flat = None
         else:
             from algorithms.flat_params import FlatParameters
+            from algorithms.optimizer_step import lean_step
 
             # one flat buffer behind the parameters where they allow it: one tensor to zero, clip and step
             self._flat = FlatParameters(self._params) if FlatParameters.fits(self._params) else None
             params = [self._flat.flat] if self._flat is not None else self._params
             self.optimizer = make_optimizer(params, c["optimizer"], c["optimizer_config"], c["lr"])
+            self._optimizer_step = lean_step(self.optimizer)
             self._numpy_update = None
 
     # -- from fragments to a train batch --------------------------------------------------------
@@ -453,7 +455,7 @@ class PPO(DistributedTrainer):
                 flat.clip_grad_norm_(c["max_grad_norm"])
             else:
                 torch.nn.utils.clip_grad_norm_(self._params, c["max_grad_norm"])
-        self.optimizer.step()
+        self._optimizer_step()
         return policy_loss, vf_loss, ratio, log_ratio
 
     # -- state ------------------------------------------------------------------------------------

@@ -421,7 +421,7 @@ class SAC(OffPolicyTrainer):
         alpha_loss = -(policy.log_alpha * (logp.detach() + self.target_entropy)).mean()
         optimizers["alpha"].zero_grad(set_to_none=True)
         alpha_loss.backward()
-        optimizers["alpha"].step()
+        self.optimizer_steps["alpha"]()
         # critics: towards the soft Bellman target of the target critics
         with torch.no_grad():
             next_actions, next_logp = self._sample_actions(batch["next_obs"])
@@ -430,13 +430,13 @@ class SAC(OffPolicyTrainer):
         qs = policy.critic(obs, actions)
         q_losses = [torch.nn.functional.mse_loss(q, y) for q in qs]
         critic_loss = 0.5 * sum(q_losses[1:], q_losses[0])
-        self._step(optimizers["critic"], critic_loss, policy.critic)
+        self._step("critic", critic_loss, policy.critic)
         # actor: the soft policy improvement step, through the updated critics (held fixed: their
         # weights' gradients would be thrown away, and they are a third of the update's work)
         policy.critic.requires_grad_(False)
         q_pi = torch.stack(policy.critic(obs, pi_actions)).min(0).values
         actor_loss = (alpha * logp - q_pi).mean()
-        self._step(optimizers["actor"], actor_loss, policy.actor)
+        self._step("actor", actor_loss, policy.actor)
         policy.critic.requires_grad_(True)
         with torch.no_grad():
             for t, p in zip(policy.target.parameters(), policy.critic.parameters()):
@@ -445,14 +445,14 @@ class SAC(OffPolicyTrainer):
                 "alpha_loss": alpha_loss.detach(), "alpha": alpha, "q_mean": qs[0].detach().mean(),
                 "entropy": -logp.detach().mean()}
 
-    def _step(self, optimizer: Any, loss: Any, module: Any) -> None:
+    def _step(self, name: str, loss: Any, module: Any) -> None:
         import torch
 
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizers[name].zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg["max_grad_norm"] is not None:
             torch.nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
-        optimizer.step()
+        self.optimizer_steps[name]()
 
     def after_round(self) -> None:
         # uniformly random actions until learning starts (SB3's learning_starts)
