@@ -57,7 +57,7 @@ return of the last 100 episodes reaches 475 on CartPole-v1 within 100k env steps
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -355,44 +355,20 @@ class PPO(DistributedTrainer):
         if batch["stale_steps"]:  # the off-policy weights of stale fragments (see _correct_stale)
             advantages = advantages * batch["is_weight"]
         n = len(advantages)
-        num_minibatches = max(1, round(n / c["minibatch_size"]))
-        bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
         numpy_update = self._numpy_update
         step = self._numpy_step if numpy_update is not None else self._autograd_step
-        # Three tables, gathered once per epoch in a random order: observations and actions by
-        # row, and the four per-step numbers (old log-probabilities, old values, value targets,
-        # advantages) as rows of one (4, n) table, so that a minibatch's columns are contiguous
-        # slices, four views in one call. An update is made of calls at these sizes.
-        obs: Any = np.asarray(batch["obs"], dtype=np.float32).reshape(n, -1)
-        actions: Any = np.asarray(batch["actions"], dtype=np.float32).reshape(n, -1)
-        per_step: Any = np.stack([batch["logp"], batch["values"], batch["returns"], advantages]).astype(np.float32)
-        if numpy_update is None:  # tensors on the learner's device: one loop below serves both learners
-            obs, actions, per_step = (torch.from_numpy(a).to(self.device) for a in (obs, actions, per_step))
         # Per-update statistics stay where the update ran (a tensor on the learner's device, an
         # array in numpy) and are read once after the last epoch: a float() per update would wait
         # for a GPU to finish each one.
         losses: list[Any] = []
         kl_and_clip: list[Any] = []
-        for epoch in range(c["num_epochs"]):
-            last_epoch = epoch == c["num_epochs"] - 1
-            order = torch.randperm(n, generator=self.torch_rng)
-            index: Any
-            if numpy_update is not None:
-                index = order.numpy()
-                epoch_actions: Any = actions[index, 0].astype(np.int64)
-            else:
-                index = order.to(self.device)
-                epoch_actions = self.policy.actions_tensor(actions[index])
-            epoch_obs, epoch_per_step = obs[index], per_step[:, index]
-            for start, stop in zip(bounds[:-1], bounds[1:]):
-                old_logp, old_values, returns, adv = epoch_per_step[:, start:stop]
-                minibatch = (epoch_obs[start:stop], epoch_actions[start:stop], old_logp, old_values, returns, adv)
-                policy_loss, vf_loss, ratio, log_ratio = step(minibatch)
-                losses.append((policy_loss, vf_loss))
-                if last_epoch:  # how far the policy moved, measured during the final pass
-                    kl = ((ratio - 1) - log_ratio).mean()  # the k3 estimator (CleanRL, SB3)
-                    kl_and_clip.append((kl, (abs(ratio - 1) > c["clip_param"]).float().mean()
-                                        if numpy_update is None else (abs(ratio - 1) > c["clip_param"]).mean(dtype=np.float32)))
+        for last_epoch, minibatch in self._minibatches(batch, advantages):
+            policy_loss, vf_loss, ratio, log_ratio = step(minibatch)
+            losses.append((policy_loss, vf_loss))
+            if last_epoch:  # how far the policy moved, measured during the final pass
+                kl = ((ratio - 1) - log_ratio).mean()  # the k3 estimator (CleanRL, SB3)
+                kl_and_clip.append((kl, (abs(ratio - 1) > c["clip_param"]).float().mean()
+                                    if numpy_update is None else (abs(ratio - 1) > c["clip_param"]).mean(dtype=np.float32)))
         (policy_loss, vf_loss), (approx_kl, clip_fraction) = _means(losses), _means(kl_and_clip)
         with torch.no_grad():
             mb = c["minibatch_size"]
@@ -409,6 +385,42 @@ class PPO(DistributedTrainer):
             "stale_fraction": batch["stale_steps"] / max(n, 1),
             "is_weight_mean": float(batch["is_weight"].mean()) if n else 1.0,
         }
+
+    def _minibatches(self, batch: dict[str, Any], advantages: np.ndarray) -> Iterator[tuple[bool, tuple[Any, ...]]]:
+        """(whether in the last epoch, minibatch) for ``num_epochs`` passes over the batch in a new
+        random order each, as :meth:`_numpy_step` and :meth:`_autograd_step` take them (arrays
+        for the numpy learner, tensors on the learner's device for torch).
+
+        Three tables are gathered once per epoch: observations and actions by row, and the four
+        per-step numbers (old log-probabilities, old values, value targets, advantages) as rows
+        of one (4, n) table, so that a minibatch's columns are contiguous slices, four views in
+        one call: an update is made of calls at these sizes."""
+        import torch
+
+        c = self.cfg
+        n = len(advantages)
+        num_minibatches = max(1, round(n / c["minibatch_size"]))
+        bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
+        in_numpy = self._numpy_update is not None
+        obs: Any = np.asarray(batch["obs"], dtype=np.float32).reshape(n, -1)
+        actions: Any = np.asarray(batch["actions"], dtype=np.float32).reshape(n, -1)
+        per_step: Any = np.stack([batch["logp"], batch["values"], batch["returns"], advantages]).astype(np.float32)
+        if not in_numpy:
+            obs, actions, per_step = (torch.from_numpy(a).to(self.device) for a in (obs, actions, per_step))
+        for epoch in range(c["num_epochs"]):
+            order = torch.randperm(n, generator=self.torch_rng)
+            index: Any
+            if in_numpy:
+                index = order.numpy()
+                epoch_actions: Any = actions[index, 0].astype(np.int64)
+            else:
+                index = order.to(self.device)
+                epoch_actions = self.policy.actions_tensor(actions[index])
+            epoch_obs, epoch_per_step = obs[index], per_step[:, index]
+            for start, stop in zip(bounds[:-1], bounds[1:]):
+                old_logp, old_values, returns, adv = epoch_per_step[:, start:stop]
+                yield epoch == c["num_epochs"] - 1, (epoch_obs[start:stop], epoch_actions[start:stop],
+                                                     old_logp, old_values, returns, adv)
 
     def _numpy_step(self, minibatch: tuple[np.ndarray, ...]) -> tuple[float, float, np.ndarray, np.ndarray]:
         """One SGD update in numpy, gradient by hand (algorithms/ppo_numpy.py). ``minibatch``:
