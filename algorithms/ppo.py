@@ -418,7 +418,7 @@ class PPO(DistributedTrainer):
                 epoch_actions = self.policy.actions_tensor(actions[index])
             epoch_obs, epoch_per_step = obs[index], per_step[:, index]
             for start, stop in zip(bounds[:-1], bounds[1:]):
-                old_logp, old_values, returns, adv = epoch_per_step[:, start:stop]
+                old_logp, old_values, returns, adv = _rows(epoch_per_step[:, start:stop])
                 yield epoch == c["num_epochs"] - 1, (epoch_obs[start:stop], epoch_actions[start:stop],
                                                      old_logp, old_values, returns, adv)
 
@@ -507,8 +507,14 @@ def _means(rows: list[tuple[Any, ...]]) -> list[float]:
     floats: one transfer for tensors."""
     torch = sys.modules.get("torch")  # tensors come only from a learner that imported it
     if rows and torch is not None and isinstance(rows[0][0], torch.Tensor):
-        return torch.stack([torch.stack(list(r)) for r in rows]).mean(0).tolist()
+        return torch.stack([value for row in rows for value in row]).view(len(rows), -1).mean(0).tolist()
     return np.mean(np.asarray(rows, dtype=np.float64), axis=0).tolist()
+
+
+def _rows(table: Any) -> Any:
+    """The rows of a 2-d array or tensor as views (a tensor's ``unbind``: one call, where
+    iterating a tensor goes through Python per row)."""
+    return table.unbind(0) if hasattr(table, "unbind") else table
 
 
 def _stale_steps(fragment: dict[str, Any], current: int, env_steps: int) -> int:
