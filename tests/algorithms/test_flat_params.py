@@ -6,19 +6,8 @@ import torch
 from torch import nn
 
 from algorithms.flat_params import FlatParameters
-
-OPTIMISERS = [
-    (torch.optim.Adam, {"eps": 1e-5}),
-    (torch.optim.AdamW, {"weight_decay": 0.1}),
-    (torch.optim.RMSprop, {"momentum": 0.9, "centered": True}),
-    (torch.optim.SGD, {"momentum": 0.9, "nesterov": True}),
-]
-
-
-def _net(seed: int) -> nn.Module:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.LayerNorm(16), nn.Linear(16, 3))
-
+from tests.algorithms.optimisers import OPTIMISERS
+from tests.algorithms.optimisers import small_net as _net
 
 def _loss(net: nn.Module, step: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(step)

@@ -10,19 +10,11 @@ from torch import nn
 
 import algorithms.optimizer_step
 from algorithms.optimizer_step import lean_step
+from tests.algorithms.optimisers import OPTIMISERS as SHARED_OPTIMISERS
+from tests.algorithms.optimisers import small_net as _net
 
-OPTIMISERS = [
-    (torch.optim.Adam, {"eps": 1e-5, "fused": True}),
-    (torch.optim.Adam, {"eps": 1e-5}),
-    (torch.optim.AdamW, {"weight_decay": 0.1}),
-    (torch.optim.RMSprop, {"momentum": 0.9, "centered": True}),
-    (torch.optim.SGD, {"momentum": 0.9, "nesterov": True}),
-]
-
-
-def _net(seed: int) -> nn.Module:
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+# the fused Adam too: the default of the trainers' Adam
+OPTIMISERS = [(torch.optim.Adam, {"eps": 1e-5, "fused": True}), *SHARED_OPTIMISERS]
 
 
 def _backward(net: nn.Module, step: int) -> None:
