@@ -412,8 +412,8 @@ class Store:
         keeps that metric's finite value in each last result in ``trials.metric_value``. For any
         other metric, or with ``filter_nan_and_inf=False``, every last result is decoded here.
 
-        It reads ``trials.last_result``, which the controller writes when a trial changes status:
-        during a run, a running trial counts with its result at its last status change.
+        It reads ``trials.last_result``: each trial's newest stored result (written with the
+        results, and when the trial changes status), so a running trial counts with its latest.
         """
         self._check_open()
         if mode not in ("max", "min"):
