@@ -391,9 +391,15 @@ def _run_sweep(
         ))
     store.set_experiment_status(experiment_id, "RUNNING")
     try:
-        return controller.run()
-    finally:
-        save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+        trials = controller.run()
+    except BaseException:
+        try:
+            save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+        except Exception:  # noqa: BLE001 - never raised over the exception that ended the sweep (a failed store)
+            logger.debug("could not save the sweep's profile", exc_info=True)
+        raise
+    save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+    return trials
 
 
 def _record_experiment(

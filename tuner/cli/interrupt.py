@@ -59,6 +59,8 @@ def discard_unstarted(run_dir: Path, url: str, name: str) -> None:
         try:
             if store.get_experiment(name) is not None:
                 return
+        except Exception:  # noqa: BLE001 - unreadable (the failure that ended the sweep): keep it all
+            return
         finally:
             store.close()
     remove_if_only_engine_files(run_dir, say_kept=False)

@@ -101,6 +101,9 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
         raise CLIError(first_line(exc, ref.url), EXIT_BUSY) from None
     if isinstance(exc, RayUnreachableError):  # its message names the address already
         raise CLIError(first_line(exc), EXIT_FAILED) from None
+    if isinstance(exc, StoreError) and ref.spec_file.exists():  # it ran: what is stored so far resumes
+        raise CLIError(f"{first_line(exc, ref.url)}; `{_command_hint(ref)}` continues the sweep once the store "
+                       f"can be written", EXIT_FAILED) from None
     if isinstance(exc, (TuneError, StoreError)):
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
     if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used

@@ -41,7 +41,7 @@ from tuner.execution.trial_naming import TrialNamer
 from tuner.search.searcher import Searcher
 from tuner.search.variants import flatten_dict
 from tuner.stopper import DictStopper, Stopper
-from tuner.store import Store
+from tuner.store import Store, StoreError
 from tuner.trainable.checkpoint import Checkpoint
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import AUTO_RESULT_KEYS, Trainable
@@ -239,7 +239,8 @@ class Controller:
                 self._store.set_experiment_status(self._experiment_id, "TERMINATED")
         except BaseException as exc:
             failed = True
-            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated))
+            # A store that fails (full, read-only, gone) cut the sweep short: resumable, like a signal.
+            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated, StoreError))
             self._record_abort(INTERRUPTED if interrupted else "ERROR")
             raise
         finally:

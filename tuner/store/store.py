@@ -196,7 +196,8 @@ class Store:
             self._closed = True
         _LIVE.discard(self)
         if self._writer.stop(timeout):
-            self._engine.dispose()
+            if not self._writer.abandoned:  # see Writer._fail
+                self._engine.dispose()
         else:
             logger.error("tuner store %s: writer did not stop within %ss", self.url_for_display, timeout)
         self._writer.raise_errors()
