@@ -15,8 +15,8 @@ from .schema import trial_profiles
 
 __all__ = [
     "PROFILE_COLUMNS", "RESULT_COLUMNS", "TRIAL_FIELDS", "AddExploit", "AddResults", "AddTrial", "Group",
-    "LatestResult", "Op", "RecordCheckpoint", "ResultKey", "ResultRow", "Row", "SaveState", "SaveTrialProfile",
-    "SetExperimentStatus", "UpdateTrial", "text",
+    "EXPERIMENT_FIELDS", "LatestResult", "Op", "RecordCheckpoint", "ResultKey", "ResultRow", "Row", "SaveState",
+    "SaveTrialProfile", "SetExperimentStatus", "UpdateExperiment", "UpdateTrial", "text",
 ]
 
 #: A row of a table, by column name.
@@ -32,6 +32,8 @@ RESULT_COLUMNS = ("experiment_id", "trial_id", "iteration", "timestamp", "data")
 TRIAL_FIELDS = frozenset(
     {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob", "trial_dir"}
 )
+#: The fields :meth:`Store.update_experiment` may change (who runs it, and its driver's heartbeat).
+EXPERIMENT_FIELDS = frozenset({"owner", "job_id", "job_address", "heartbeat_at"})
 #: The figures of a trial profile row (trial_profiles' columns but its keys).
 PROFILE_COLUMNS = tuple(c.name for c in trial_profiles.columns if c.name not in ("experiment_id", "trial_id"))
 
@@ -172,6 +174,17 @@ class SetExperimentStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateExperiment:
+    """New values of some of an experiment's :data:`EXPERIMENT_FIELDS`."""
+
+    experiment_id: int
+    fields: Mapping[str, Any]
+
+    def row(self) -> Row:
+        return {k: (None if v is None else float(v) if k == "heartbeat_at" else str(v)) for k, v in self.fields.items()}
+
+
+@dataclass(frozen=True, slots=True)
 class AddExploit:
     """A PBT exploit: ``trial_id`` took ``donor_trial_id``'s checkpoint."""
 
@@ -230,7 +243,8 @@ class SaveTrialProfile:
 
 
 Op = Union[
-    AddTrial, UpdateTrial, AddResults, SaveState, SetExperimentStatus, AddExploit, RecordCheckpoint, SaveTrialProfile
+    AddTrial, UpdateTrial, AddResults, SaveState, SetExperimentStatus, UpdateExperiment, AddExploit, RecordCheckpoint,
+    SaveTrialProfile,
 ]
 
 

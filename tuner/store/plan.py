@@ -28,11 +28,12 @@ from .ops import (
     SaveState,
     SaveTrialProfile,
     SetExperimentStatus,
+    UpdateExperiment,
     UpdateTrial,
 )
 
 __all__ = [
-    "CheckpointUpserts", "ExploitInserts", "LastResults", "ProfileReplaces", "ResultInserts", "StateUpserts",
+    "CheckpointUpserts", "ExperimentUpdates", "ExploitInserts", "LastResults", "ProfileReplaces", "ResultInserts", "StateUpserts",
     "StatusUpdates",
     "Step", "TrialInserts", "TrialUpdates", "plan",
 ]
@@ -106,6 +107,10 @@ class LastResults(KeyedStep[str, LatestResult]):
     """trial_id -> the trial's newest stored result, its ``last_result`` from now on."""
 
 
+class ExperimentUpdates(KeyedStep[int, Row]):
+    """experiment_id -> the columns to change (owner, job, heartbeat)."""
+
+
 class StatusUpdates(ListStep):
     """Experiments' new status (the row's id, status and updated_at)."""
 
@@ -116,7 +121,7 @@ class ExploitInserts(ListStep):
 
 Step = Union[
     TrialInserts, TrialUpdates, StateUpserts, StatusUpdates, ExploitInserts, CheckpointUpserts, ProfileReplaces,
-    ResultInserts, LastResults,
+    ResultInserts, LastResults, ExperimentUpdates,
 ]
 TrialStep = TypeVar("TrialStep", TrialInserts, TrialUpdates)
 
@@ -144,6 +149,7 @@ class _Planner:
         self._touched: dict[str, int] = {}  # trial_id -> index of the last trial step with an op on it
         self._states = StateUpserts()
         self._statuses = StatusUpdates()
+        self._experiments = ExperimentUpdates()
         self._exploits = ExploitInserts()
         self._checkpoints = CheckpointUpserts()
         self._profiles = ProfileReplaces()
@@ -172,6 +178,8 @@ class _Planner:
             self._states.put_last((row["experiment_id"], row["key"]), row)  # keep the order of the last writes
         elif isinstance(op, SetExperimentStatus):
             self._statuses.rows.append(op.row())
+        elif isinstance(op, UpdateExperiment):
+            self._experiments.rows.setdefault(int(op.experiment_id), {}).update(op.row())
         elif isinstance(op, AddExploit):
             self._exploits.rows.append(op.row())
         elif isinstance(op, RecordCheckpoint):
@@ -198,7 +206,7 @@ class _Planner:
     def steps(self) -> list[Step]:
         steps: list[Step] = list(self._trial_steps)
         others: tuple[Step, ...] = (
-            self._states, self._statuses, self._exploits, self._checkpoints, self._profiles, self._results,
+            self._states, self._statuses, self._experiments, self._exploits, self._checkpoints, self._profiles, self._results,
             self._latest,
         )
         steps.extend(step for step in others if step.rows)

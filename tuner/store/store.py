@@ -33,6 +33,7 @@ from . import reads, writes
 from .engine import FileIdentity, check_schema, open_engine
 from .errors import StoreError, error_line
 from .ops import (
+    EXPERIMENT_FIELDS,
     PROFILE_COLUMNS,
     TRIAL_FIELDS,
     AddExploit,
@@ -42,6 +43,7 @@ from .ops import (
     SaveState,
     SaveTrialProfile,
     SetExperimentStatus,
+    UpdateExperiment,
     UpdateTrial,
 )
 from .urls import check_database_url, default_database_url, mask_url, sqlite_file
@@ -277,6 +279,22 @@ class Store:
         if self._closed:
             self._check_open()
         self._writer.put(SetExperimentStatus(experiment_id, status, time.time()))
+
+    def update_experiment(self, experiment_id: int, **fields: Any) -> None:
+        """Queue a change of an experiment's ``owner`` ("user@host"), ``job_id``, ``job_address``
+        (its Ray Job) or ``heartbeat_at`` (its driver's last sign of life, a Unix time)."""
+        self._check_open()
+        if not EXPERIMENT_FIELDS.issuperset(fields):
+            bad = sorted(set(fields) - EXPERIMENT_FIELDS)
+            raise TypeError(f"update_experiment: unknown field(s) {bad}; allowed: {sorted(EXPERIMENT_FIELDS)}")
+        if fields:
+            self._writer.put(UpdateExperiment(int(experiment_id), dict(fields)))
+
+    def beat(self, experiment_id: int) -> None:
+        """Queue the heartbeat of the experiment's driver (``heartbeat_at`` = now). It never
+        raises: a store that failed tells the sweep's own calls, not the heartbeat's thread."""
+        if not self._closed:
+            self._writer.put(UpdateExperiment(int(experiment_id), {"heartbeat_at": time.time()}), quiet=True)
 
     def add_exploit(
         self,

@@ -118,10 +118,17 @@ class Writer:
 
     # --------------------------------------------------------------------------- callers' side
 
-    def put(self, op: Op) -> None:
-        """Queue ``op`` (or add it to the current :meth:`batch` of this thread)."""
+    @property
+    def failed(self) -> bool:
+        """Whether the database takes no more writes (see :meth:`_fail`)."""
+        return self._fatal is not None
+
+    def put(self, op: Op, *, quiet: bool = False) -> None:
+        """Queue ``op`` (or add it to the current :meth:`batch` of this thread). Once the database
+        takes no more writes the first call says so (a StoreError); ``quiet`` ones never do, so
+        that a helper thread's write cannot take that news from the sweep's own thread."""
         if self._fatal is not None:
-            if not self._fatal_told:
+            if not self._fatal_told and not quiet:
                 self._raise_fatal()
             return  # the database is gone: there is nowhere to write it
         if self._grouping is not None and threading.get_ident() == self._grouping_thread:

@@ -17,6 +17,7 @@ from . import codec
 from .ops import RESULT_COLUMNS, ResultRow, Row
 from .plan import (
     CheckpointUpserts,
+    ExperimentUpdates,
     ExploitInserts,
     LastResults,
     ProfileReplaces,
@@ -163,6 +164,9 @@ class Statements:
             self._replace_profiles(conn, list(step.rows.values()))
         elif isinstance(step, LastResults):
             self._set_last_results(conn, step)
+        elif isinstance(step, ExperimentUpdates):
+            for eid, values in step.rows.items():
+                conn.execute(experiments.update().where(experiments.c.id == eid).values(values))
         else:
             assert_never(step)
 
