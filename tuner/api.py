@@ -187,6 +187,8 @@ def run(
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
     state); ``"ERRORED_ONLY"`` also retries the trials that failed (from their last checkpoint),
     ``"RESTART_ERRORED"`` from scratch; ``"AUTO"`` resumes if the sweep exists and starts it otherwise.
+    ``time_budget_s`` stops the running trials once spent (counted from the start of this call, so a
+    resume gets it afresh); trials that never ran leave the sweep INCOMPLETE, which a resume finishes.
 
     Ctrl-C (KeyboardInterrupt) and SIGTERM stop the trials where they are and leave the sweep
     resumable: running trials are stored as INTERRUPTED with every result received so far, the
