@@ -34,33 +34,45 @@ def _status(run_dir, database_url):
         store.close()
 
 
+def held_first(config):
+    """Waits (two minutes at most) for the test's release file, then reports once."""
+    deadline = time.monotonic() + 120
+    while not os.path.exists(config["release"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tune.report({"score": config["a"] * 10 + config["b"]})
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request):
     return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
 
 
-def test_a_budget_cut_grid_says_what_did_not_run_and_a_resume_runs_it(tmp_path, database_url, caplog):
+@pytest.mark.parametrize("trainable", [held, held_first], ids=["report-then-hold", "hold-then-report"])
+def test_a_budget_cut_grid_says_what_did_not_run_and_a_resume_runs_it(tmp_path, database_url, trainable, caplog):
     release = tmp_path / "release"
     kwargs = dict(config={**GRID, "release": str(release)}, metric="score", mode="max", storage_path=str(tmp_path),
-                  name="cut", database_url=database_url, max_concurrent_trials=2, verbose=0)
+                  name=f"cut_{trainable.__name__}", database_url=database_url, max_concurrent_trials=2, verbose=0)
     # No trial can end on its own before the release file exists: the budget cuts the sweep.
     with caplog.at_level(logging.WARNING, logger="tuner"):
-        analysis = tune.run(held, time_budget_s=1, **kwargs)
+        analysis = tune.run(trainable, time_budget_s=1, **kwargs)
     ran = [t for t in analysis.trials if t.status == "TERMINATED"]
     cut = analysis.budget_cut
     assert cut is not None and cut.total == 12 and cut.not_run == 12 - len(ran) > 0
-    assert all(t.status in ("TERMINATED", "PENDING") for t in analysis.trials)
-    assert _status(tmp_path / "cut", database_url) == "INCOMPLETE"
+    # a trial cut before its first result did not run either: it waits for the resume, as pending ones do
+    assert all(t.status == "PENDING" or t.status == "TERMINATED" and t.last_result for t in analysis.trials)
+    if trainable is held_first:
+        assert not ran and cut.not_run == 12
+    assert _status(tmp_path / f"cut_{trainable.__name__}", database_url) == "INCOMPLETE"
     lines = [r.getMessage() for r in caplog.records if "time budget" in r.getMessage()]
-    assert lines == [f"sweep cut: time budget of 1 s spent: {cut.not_run} of 12 trials did not run; the sweep is "
+    assert lines == [f"sweep cut_{trainable.__name__}: time budget of 1 s spent: {cut.not_run} of 12 trials did not run; the sweep is "
                      f"stored as INCOMPLETE, a resume (resume=True) runs the rest (with a fresh time budget)"]
     analysis.close()
 
     release.touch()
-    analysis = tune.run(held, resume=True, **kwargs)  # no budget this time: it runs to the end
+    analysis = tune.run(trainable, resume=True, **kwargs)  # no budget this time: it runs to the end
     assert sorted((t.config["a"], t.config["b"]) for t in analysis.trials) == [(a, b) for a in range(4) for b in range(3)]
     assert {t.status for t in analysis.trials} == {"TERMINATED"}
-    assert analysis.budget_cut is None and _status(tmp_path / "cut", database_url) == "TERMINATED"
+    assert analysis.budget_cut is None and _status(tmp_path / f"cut_{trainable.__name__}", database_url) == "TERMINATED"
     analysis.close()
 
 

@@ -1,8 +1,8 @@
 """A sweep cut by its time budget: what it left undone, stored so that every reader can say so.
 
 As in Ray Tune the budget stops the running trials (they end TERMINATED) and no new trial starts.
-What Ray Tune leaves unsaid is kept here: the trials the searcher made but never started stay
-PENDING, and the sweep is stored as INCOMPLETE with a note of how many trials did not run (those
+What Ray Tune leaves unsaid is kept here: the trials the searcher made but never started, and
+running ones cut before their first result, stay PENDING, and the sweep is stored as INCOMPLETE with a note of how many trials did not run (those
 and the ones the searcher would still have proposed). A resume runs them, under a fresh budget:
 ``time_budget_s`` counts from the start of each run, as Ray Tune's does after a restore.
 """

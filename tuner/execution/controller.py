@@ -284,11 +284,13 @@ class Controller:
             logger.info("stopping all trials: %s", why)
             self._stop_everything = True
             self._budget_spent = over_time
+            # Past the budget, trials that produced nothing (pending, or running without a result
+            # yet) did not run to any effect: they stay PENDING, for a resume to run.
             for trial in list(self._trials):
                 if trial.status == RUNNING:
-                    self._end_trial(trial, TERMINATED)
+                    self._end_trial(trial, PENDING if over_time and trial.last_result is None else TERMINATED)
                 elif trial.status == PAUSED or (trial.status == PENDING and not over_time):
-                    self._set_status(trial, TERMINATED)  # past the budget, PENDING ones wait for a resume
+                    self._set_status(trial, TERMINATED)
 
     def _end_status(self) -> str:
         """The sweep's status once the loop ended: INCOMPLETE when the time budget left trials
