@@ -238,6 +238,7 @@ class Controller:
                     self._callbacks.call("on_step_end", self._iteration, self._trials)
                 self._flush_results()
                 self._save_state(force=True)
+                self._warn_silent_trials()
                 self._store.set_experiment_status(self._experiment_id, self._end_status())
         except BaseException as exc:
             failed = True
@@ -291,6 +292,15 @@ class Controller:
                     self._end_trial(trial, PENDING if over_time and trial.last_result is None else TERMINATED)
                 elif trial.status == PAUSED or (trial.status == PENDING and not over_time):
                     self._set_status(trial, TERMINATED)
+
+    def _warn_silent_trials(self) -> None:
+        """One warning naming the trials that ended without a single result (a function that
+        returned before its first ``tune.report``): nothing else would tell them from good ones."""
+        silent = [t.trial_name for t in self._trials if t.status == TERMINATED and t.last_result is None]
+        if silent:
+            more = f" and {len(silent) - 5} more" if len(silent) > 5 else ""
+            logger.warning("sweep %s: %d trial(s) reported no result (a function trainable must call tune.report): "
+                           "%s%s", self._experiment_name, len(silent), ", ".join(silent[:5]), more)
 
     def _end_status(self) -> str:
         """The sweep's status once the loop ended: INCOMPLETE when the time budget left trials
