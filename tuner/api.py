@@ -31,7 +31,7 @@ from tuner.registry import get_trainable
 from tuner.run_arguments import check_writable_dir, validate_arguments
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
-from tuner.sendable import check_trainable_sendable
+from tuner.sendable import check_config_values, check_trainable_sendable
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
@@ -308,6 +308,7 @@ def _resolve_sweep(
         checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
         tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
     )
+    check_config_values(config)
     check_trainable_sendable(trainable_cls, run_or_experiment)
     _check_can_run(storage_path, name, tensorboard, tensorboard_dir)
     check_fail_fast(fail_fast, max_failures)

@@ -1,20 +1,26 @@
-"""What a sweep sends to Ray's workers (the trainable) must pickle: checked before anything is
-written, so that a trainable closing over a lock is one clear error naming the lock, not a failed
-sweep left in the store under the name the corrected call wants."""
+"""What a sweep sends to Ray's workers (the trainable, the values of its config) must pickle, and
+pickle as itself: checked before anything is written, so that a trainable closing over a lock, or
+an open file in a config, is one clear error naming it, not a failed sweep left in the store under
+the name the corrected call wants, nor a file that silently becomes a StringIO copy in the trials."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import inspect
+import io
+import pickle
+import sys
 from collections.abc import Mapping
 from typing import Any, Iterator
 
 import ray
 from ray import cloudpickle
 
-__all__ = ["Unpicklable", "check_trainable_sendable", "find_unpicklable"]
+__all__ = ["OPEN_FILE", "Unpicklable", "check_config_values", "check_trainable_sendable", "find_unpicklable"]
 
+#: Why an open file is refused (pickle "succeeds": cloudpickle sends a StringIO copy of its text).
+OPEN_FILE = "an open file: the workers would get at best a copy of its contents, not the file"
 _MAX_DEPTH = 6
 # A class pickled by value carries its __dict__; these entries are Python's own.
 _CLASS_OWN = frozenset({"__dict__", "__weakref__", "__module__", "__doc__", "__qualname__", "__annotations__"})
@@ -52,7 +58,16 @@ class _Probe(cloudpickle.CloudPickler):
 
         from tuner.trainable.util import Parameter
 
+        if _is_open_file(obj):  # cloudpickle would send a StringIO copy of its text, silently
+            raise pickle.PicklingError(OPEN_FILE)
         return id(obj) if isinstance(obj, (Parameter, ray.ObjectRef, ActorHandle)) else None
+
+
+def _is_open_file(obj: Any) -> bool:
+    """A file of the OS (not an in-memory buffer, nor the process's own stdout and stderr, which
+    cloudpickle sends as the worker's own)."""
+    return (isinstance(obj, io.IOBase) and not isinstance(obj, (io.StringIO, io.BytesIO))
+            and not any(obj is stream for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)))
 
 
 def _pickle_error(obj: Any) -> str | None:
@@ -138,3 +153,42 @@ def check_trainable_sendable(trainable_cls: type, given: Any) -> None:
         f"run_or_experiment: {label} cannot be sent to Ray's workers: {what}; create such objects "
         f"inside the trainable instead"
     )
+
+
+_PLAIN = (str, bytes, int, float, bool, complex, type(None))
+
+
+def check_config_values(config: Mapping[str, Any]) -> None:
+    """Raise one ValueError naming the key path (``config['env']['log']``) and the type of the
+    first value of the search space that cannot be sent to the trials: an open file, a lock, a
+    socket, a generator, anything else that does not pickle. Domains are looked into for their
+    choices; ``sample_from`` functions run in the driver and are not sent."""
+    for where, value in _leaves(config, "config"):
+        if isinstance(value, _PLAIN):
+            continue
+        found = find_unpicklable(value)
+        if found is None:
+            continue
+        if found.path:
+            where += found.path if found.path.startswith("[") else f".{found.path}"
+        if found.reason == OPEN_FILE:
+            raise ValueError(f"{where}: a {found.type_name} (an open file) cannot be sent to the trials: each would "
+                             f"get at best a copy of its contents, not the file; pass its path instead")
+        raise ValueError(f"{where}: a {found.type_name} cannot be sent to the trials ({found.reason}); pass plain "
+                         f"data, or what the trial can make it from")
+
+
+def _leaves(node: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(key path, value) of every value a trial's config may hold."""
+    from tuner.search.space import Categorical, Domain
+
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from _leaves(value, f"{path}[{key!r}]")
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _leaves(value, f"{path}[{i}]")
+    elif isinstance(node, Categorical):
+        yield from _leaves(node.categories, f"{path}.categories")
+    elif not isinstance(node, Domain):
+        yield path, node
