@@ -31,6 +31,7 @@ from tuner.registry import get_trainable
 from tuner.run_arguments import check_writable_dir, validate_arguments
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
+from tuner.sendable import check_config_values, check_trainable_sendable
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
@@ -187,6 +188,8 @@ def run(
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
     state); ``"ERRORED_ONLY"`` also retries the trials that failed (from their last checkpoint),
     ``"RESTART_ERRORED"`` from scratch; ``"AUTO"`` resumes if the sweep exists and starts it otherwise.
+    ``time_budget_s`` stops the running trials once spent (counted from the start of this call, so a
+    resume gets it afresh); trials that never ran leave the sweep INCOMPLETE, which a resume finishes.
 
     Ctrl-C (KeyboardInterrupt) and SIGTERM stop the trials where they are and leave the sweep
     resumable: running trials are stored as INTERRUPTED with every result received so far, the
@@ -305,6 +308,8 @@ def _resolve_sweep(
         checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
         tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
     )
+    check_config_values(config)
+    check_trainable_sendable(trainable_cls, run_or_experiment)
     _check_can_run(storage_path, name, tensorboard, tensorboard_dir)
     check_fail_fast(fail_fast, max_failures)
     if reuse_actors is not None and not isinstance(reuse_actors, bool):

@@ -25,10 +25,12 @@ from tuner.cli.paths import (
     default_storage_path,
     first_line,
     locate,
+    location_flags,
     open_store,
     stored_experiment,
 )
 from tuner.cli.table import format_table
+from tuner.execution.budget import INCOMPLETE
 
 
 def jsonable(value: Any) -> Any:
@@ -170,6 +172,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         metric, mode = experiment.get("metric"), experiment.get("mode")
         keys = _varying_keys([t.config for t in trials])
         _print_sweep_info(ref, experiment, trials)
+        cut = analysis.budget_cut if experiment.get("status") == INCOMPLETE else None
+        if cut is not None:
+            print(cut.line(f"`tuner resume {ref.name}{location_flags(ref)}`"))
         if trials:
             _print_trials(trials, metric, keys)
         if metric and mode:

@@ -69,6 +69,13 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
             print(f"best config: {best.config}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
+    silent = [t.trial_id for t in trials if t.status == "TERMINATED" and not t.last_result]
+    if silent:
+        names = ", ".join(silent[:5]) + (" ..." if len(silent) > 5 else "")
+        print(f"{len(silent)} trial(s) reported no result: {names} (a function trainable must call tune.report)")
+    cut = analysis.budget_cut
+    if cut is not None:
+        print(cut.line(f"`{_command_hint(ref)}`"))
     failed = [t for t in trials if t.status == "ERROR"]
     if failed:
         names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
