@@ -16,7 +16,7 @@ from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
-from tuner.execution import signals
+from tuner.execution import heartbeat, signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.controller import Controller
 from tuner.execution.leftovers import Leftovers, nothing_to_keep
@@ -46,6 +46,9 @@ from tuner.tune_config import (
 )
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
+#: Set by `tuner submit` in its Ray Job's environment: the job's id and the Jobs API it went to.
+JOB_ID_ENV = "TUNER_JOB_ID"
+JOB_ADDRESS_ENV = "TUNER_JOB_ADDRESS"
 
 logger = logging.getLogger(__name__)
 
@@ -395,6 +398,11 @@ def _run_sweep(
             restart_errored=sweep.resume == "RESTART_ERRORED",
         ))
     store.set_experiment_status(experiment_id, "RUNNING")
+    with heartbeat.Heartbeat(store, experiment_id):
+        return _run_controller(controller, store, experiment_id, profiler)
+
+
+def _run_controller(controller: Controller, store: Store, experiment_id: int, profiler: SweepProfiler) -> list[Any]:
     try:
         trials = controller.run()
     except BaseException:
@@ -420,6 +428,9 @@ def _record_experiment(
             _rebuild_tensorboard(sweep.run_dir, sweep.url, sweep.tb_dir)
         sweep.callbacks.add(TensorBoardExporter(sweep.tb_dir, hparam_domains=sweep.hparam_domains))
     experiment_id = store.get_or_create_experiment(sweep.name, spec=spec, metric=sweep.metric, mode=sweep.mode)
+    # Who runs it now, and as which Ray Job (`tuner submit` sets these for the job's driver).
+    store.update_experiment(experiment_id, owner=heartbeat.owner(), job_id=os.environ.get(JOB_ID_ENV),
+                            job_address=os.environ.get(JOB_ADDRESS_ENV))
     if tuner_state is not None:  # what Tuner.restore rebuilds the Tuner from
         store.save_state(experiment_id, "tuner", tuner_state)
     return experiment_id

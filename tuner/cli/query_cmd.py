@@ -30,6 +30,7 @@ from tuner.cli.paths import (
     stored_experiment,
 )
 from tuner.cli.table import format_table
+from tuner.execution.heartbeat import shown_status
 from tuner.execution.budget import INCOMPLETE
 
 
@@ -101,8 +102,10 @@ def _sweep_rows(store: Any, only: str | None = None) -> Iterator[list[str]]:
             row = store.best_trial(int(experiment["id"]), metric, mode)
             if row is not None:
                 best = f"{metric}={fmt(row.get('metric_value'))}"
-        yield [experiment["name"], experiment.get("status", ""), f"{len(trials)} ({_counts([t['status'] for t in trials])})"
-               if trials else "0", best, _when(experiment.get("created_at"))]
+        ended = sum(t["status"] in ("TERMINATED", "ERROR") for t in trials)
+        counts = f"{ended}/{len(trials)} ({_counts([t['status'] for t in trials])})" if trials else "0"
+        yield [experiment["name"], shown_status(experiment), experiment.get("owner") or "-",
+               experiment.get("job_id") or "-", counts, best, _when(experiment.get("created_at"))]
 
 
 @_store_errors
@@ -136,7 +139,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no sweeps in {where}")
         return EXIT_OK
-    print(format_table(["NAME", "STATUS", "TRIALS", "BEST", "CREATED"], rows))
+    print(format_table(["NAME", "STATUS", "OWNER", "JOB", "TRIALS", "BEST", "CREATED"], rows))
     return EXIT_OK
 
 
@@ -184,12 +187,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _status_text(experiment: dict[str, Any]) -> str:
+    """The sweep's status as it is, and why when that is not what the store says."""
+    status = shown_status(experiment)
+    if status != experiment.get("status"):
+        return (f"{status} (stored as {experiment.get('status')}, but its driver's last heartbeat was "
+                f"{_when(experiment.get('heartbeat_at'))}: it stopped without a word; `tuner resume` continues it)")
+    return status
+
+
 def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[Any]) -> None:
     metric, mode = experiment.get("metric"), experiment.get("mode")
     spec = experiment.get("spec") or {}
     info = [
         ("sweep", ref.name),
-        ("status", experiment.get("status", "")),
+        ("status", _status_text(experiment)),
         ("trainable", spec.get("trainable", "")),
         ("metric", f"{metric} ({mode})" if metric else "none"),
         ("trials", f"{len(trials)}" + (f": {_counts([t.status for t in trials])}" if trials else "")),
@@ -197,6 +209,10 @@ def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[An
         ("store", ref.url_for_display),
         ("run dir", str(ref.run_dir)),
     ]
+    if experiment.get("owner"):
+        info.insert(2, ("owner", str(experiment["owner"])))
+    if experiment.get("job_id"):
+        info.insert(3, ("job", f"{experiment['job_id']} at {experiment.get('job_address') or '?'}"))
     if spec.get("tensorboard_dir"):
         info.append(("tensorboard", str(spec["tensorboard_dir"])))
     width = max(len(k) for k, _ in info)

@@ -181,6 +181,12 @@ class Store:
         return self._closed
 
     @property
+    def failed(self) -> bool:
+        """Whether the database takes no more writes (removed, unwritable, unreachable): the next
+        call that writes or flushes raises the StoreError that says why."""
+        return self._writer.failed
+
+    @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for read-only queries of other tools, e.g. analysis)."""
         return self._engine
