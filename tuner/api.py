@@ -161,6 +161,7 @@ def run(
     time_budget_s: float | None = None,
     resources_per_trial: Any = None,
     max_concurrent_trials: int | None = None,
+    cpu_share: float | None = None,
     max_failures: int = 0,
     checkpoint_freq: int = 0,
     checkpoint_at_end: bool = False,
@@ -193,6 +194,10 @@ def run(
     ``"RESTART_ERRORED"`` from scratch; ``"AUTO"`` resumes if the sweep exists and starts it otherwise.
     ``time_budget_s`` stops the running trials once spent (counted from the start of this call, so a
     resume gets it afresh); trials that never ran leave the sweep INCOMPLETE, which a resume finishes.
+
+    ``cpu_share`` (a number in (0, 1]) caps the CPUs this sweep's trials hold at once at that share of
+    the cluster's, so that sweeps sharing a cluster all progress (its first trial always runs);
+    ``tuner submit`` gives submitted sweeps 0.5 unless their spec says otherwise.
 
     Ctrl-C (KeyboardInterrupt) and SIGTERM stop the trials where they are and leave the sweep
     resumable: running trials are stored as INTERRUPTED with every result received so far, the
@@ -229,7 +234,8 @@ def run(
     sweep = _resolve_sweep(
         run_or_experiment, config=config, num_samples=num_samples, metric=metric, mode=mode, scheduler=scheduler,
         search_alg=search_alg, stop=stop, time_budget_s=time_budget_s, resources_per_trial=resources_per_trial,
-        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, checkpoint_freq=checkpoint_freq,
+        max_concurrent_trials=max_concurrent_trials, cpu_share=cpu_share, max_failures=max_failures,
+        checkpoint_freq=checkpoint_freq,
         checkpoint_at_end=checkpoint_at_end, storage_path=storage_path, database_url=database_url, name=name,
         seed=seed, verbose=verbose, resume=resume, callbacks=callbacks, tensorboard=tensorboard,
         tensorboard_dir=tensorboard_dir, checkpoint_config=checkpoint_config, keep_checkpoints_num=keep_checkpoints_num,
@@ -269,6 +275,7 @@ class _Sweep:
     resources_per_trial: Any
     resources_for: Callable[[dict[str, Any]], PlacementGroupFactory]
     max_concurrent_trials: int | None
+    cpu_share: float | None
     max_failures: int
     ckpt: CheckpointSettings
     fail_fast: bool | str
@@ -288,7 +295,8 @@ class _Sweep:
 def _resolve_sweep(
     run_or_experiment: Any, *, config: Mapping[str, Any] | None, num_samples: int, metric: str | None,
     mode: str | None, scheduler: TrialScheduler | None, search_alg: Searcher | None, stop: Any,
-    time_budget_s: float | None, resources_per_trial: Any, max_concurrent_trials: int | None, max_failures: int,
+    time_budget_s: float | None, resources_per_trial: Any, max_concurrent_trials: int | None,
+    cpu_share: float | None, max_failures: int,
     checkpoint_freq: int, checkpoint_at_end: bool, storage_path: str | os.PathLike[str] | None,
     database_url: str | None, name: str | None, seed: int | None, verbose: int, resume: bool | str,
     callbacks: Sequence[Callback] | None, tensorboard: bool, tensorboard_dir: str | os.PathLike[str] | None,
@@ -309,7 +317,7 @@ def _resolve_sweep(
         scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
         max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
         checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
-        tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
+        tensorboard=tensorboard, tensorboard_dir=tensorboard_dir, cpu_share=cpu_share,
     )
     check_config_values(config)
     check_trainable_sendable(trainable_cls, run_or_experiment)
@@ -336,7 +344,8 @@ def _resolve_sweep(
         trainable_cls=trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
         scheduler=scheduler, searcher=searcher, max_trials=max_trials, stop=stop, stopper=stopper,
         time_budget_s=time_budget_s, resources_per_trial=resources_per_trial, resources_for=resources_for,
-        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, ckpt=ckpt, fail_fast=fail_fast,
+        max_concurrent_trials=max_concurrent_trials, cpu_share=cpu_share, max_failures=max_failures, ckpt=ckpt,
+        fail_fast=fail_fast,
         seed=seed, resume=resume, namer=namer, callbacks=callback_list, reporter=reporter, name=name,
         run_dir=run_dir, tb_dir=tb_dir if tensorboard else None, database_url=database_url, url=url,
         hparam_domains=hparam_domains,
@@ -445,7 +454,7 @@ def _build_controller(
         experiment_name=sweep.name, run_dir=str(sweep.run_dir), store=store, searcher=sweep.searcher,
         scheduler=sweep.scheduler, stopper=sweep.stopper, metric=sweep.metric, mode=sweep.mode,
         resources_for=sweep.resources_for, max_trials=sweep.max_trials,
-        max_concurrent_trials=sweep.max_concurrent_trials, max_failures=sweep.max_failures,
+        max_concurrent_trials=sweep.max_concurrent_trials, cpu_share=sweep.cpu_share, max_failures=sweep.max_failures,
         checkpoint_freq=sweep.ckpt.frequency, checkpoint_at_end=sweep.ckpt.at_end,
         time_budget_s=sweep.time_budget_s, reporter=sweep.reporter, callbacks=sweep.callbacks,
         callback_info=_callback_info(sweep, experiment_id, resumed=resumed),
@@ -480,6 +489,7 @@ def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
         "time_budget_s": sweep.time_budget_s,
         "resources_per_trial": repr(sweep.resources_per_trial),
         "max_concurrent_trials": sweep.max_concurrent_trials,
+        "cpu_share": sweep.cpu_share,
         "max_failures": sweep.max_failures,
         **_checkpoint_spec(sweep.ckpt),
         "fail_fast": sweep.fail_fast,

@@ -86,6 +86,7 @@ class Controller:
         fail_fast: bool | str = False,
         profiler: SweepProfiler | None = None,
         backend: Backend | None = None,
+        cpu_share: float | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -118,7 +119,7 @@ class Controller:
 
         self._trials: list[Trial] = []
         self._by_id: dict[str, Trial] = {}
-        self._pool = SlotPool(backend)  # Ray's unless a backend is given
+        self._pool = SlotPool(backend, cpu_share=cpu_share)  # Ray's unless a backend is given
         self._backend = self._pool.backend
         self._inflight: dict[Any, tuple[Trial, Call]] = {}  # a call's answer handle -> what it was
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
