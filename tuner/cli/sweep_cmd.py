@@ -32,9 +32,10 @@ class SaveSpec(Callback):
     """Writes the spec into the run directory once the sweep exists in the store (``tuner resume``
     reads it back). A database password is never written: resume then needs ``--database-url``."""
 
-    def __init__(self, path: Path, document: dict[str, Any]) -> None:
+    def __init__(self, path: Path, document: dict[str, Any], url: str | None = None) -> None:
         self.path = path
         self.document = document
+        self.url = url
 
     def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
               **info: Any) -> None:
@@ -45,6 +46,10 @@ class SaveSpec(Callback):
         document = dict(self.document)
         if has_password(document.get("database_url")):
             document["database_url"] = mask_url(document["database_url"])
+        if self.url is not None and info.get("experiment_id") is not None:  # for a resume from another machine
+            from tuner.cli import stored_spec
+
+            stored_spec.save(self.url, int(info["experiment_id"]), self.document)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("# written by `tuner sweep`; `tuner resume` reads it\n" + dump(document), encoding="utf-8")
@@ -137,7 +142,7 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
     if args.address:  # tune.run joins $RAY_ADDRESS (after it has opened the store)
         os.environ["RAY_ADDRESS"] = args.address
     progress = make_progress(args.progress, ref.name, spec.metric, spec.mode, list(spec.searched))
-    callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document)) if cb is not None]
+    callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document, ref.url)) if cb is not None]
     created = ref.database_url is None and not ref.run_dir.exists()
     try:
         analysis = tune.run(
@@ -172,9 +177,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store."""
+    """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store (with
+    ``--submit``, as a Ray Job on the cluster at ``--address``)."""
+    if getattr(args, "submit", False):
+        from tuner.cli.submit_cmd import submit_resume
+
+        return submit_resume(args)
     ref = locate(args.name, args.storage_path, args.database_url)
     document = read_saved_spec(ref.run_dir)
+    if document is None and ref.database_url is not None:  # a shared store keeps the spec too
+        from tuner.cli import stored_spec
+
+        document = stored_spec.load(ref)
     if document is None:
         raise CLIError(f"sweep {ref.name!r} has no {SPEC_FILE} in {ref.run_dir}: it was not started by "
                        f"`tuner sweep`; resume it from Python with tune.run(..., name={ref.name!r}, resume=True)")
