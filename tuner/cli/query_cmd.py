@@ -114,12 +114,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows: list[list[str]] = []
     if args.database_url:
         check_url_flag(args.database_url)
+        where = SweepRef("", Path("."), args.database_url).url_for_display
+        if _holds_no_tables(args.database_url):  # no sweep has started there yet
+            print(f"no sweeps in {where}")
+            return EXIT_OK
         store = open_store(SweepRef("", Path("."), args.database_url))
         try:
             rows = list(_sweep_rows(store))
         finally:
             store.close()
-        where = SweepRef("", Path("."), args.database_url).url_for_display
     else:
         root = Path(args.storage_path or default_storage_path()).expanduser().absolute()
         where = str(root)
@@ -141,6 +144,21 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(format_table(["NAME", "STATUS", "OWNER", "JOB", "TRIALS", "BEST", "CREATED"], rows))
     return EXIT_OK
+
+
+def _holds_no_tables(url: str) -> bool:
+    """Whether a database (not a SQLite file: that must exist) holds no tuner table at all."""
+    from tuner.store import NoSchemaError, Store
+
+    if url.startswith("sqlite"):
+        return False
+    try:
+        Store(url, create=False).close()
+    except NoSchemaError:
+        return True
+    except Exception:  # noqa: BLE001 - open_store says what is wrong, in one line
+        return False
+    return False
 
 
 # -- tuner show -----------------------------------------------------------------------------------

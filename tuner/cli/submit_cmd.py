@@ -38,14 +38,21 @@ STOP_WAIT_S = 60
 DATABASE_URL_ENV = "TUNER_DATABASE_URL"
 
 
-def _jobs(address: str | None) -> Any:
-    """The cluster's Jobs API; a bad or unreachable address is a CLIError."""
-    from tuner.cluster.jobs import ClusterError, ClusterJobs, jobs_address
+def _jobs_url(address: str | None) -> str:
+    """The Jobs API URL ``--address`` (or the environment) names; a bad one is a CLIError."""
+    from tuner.cluster.jobs import jobs_address
 
     try:
-        url = jobs_address(address)
+        return jobs_address(address)
     except ValueError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
+
+
+def _jobs(address: str | None) -> Any:
+    """The cluster's Jobs API; a bad or unreachable address is a CLIError."""
+    from tuner.cluster.jobs import ClusterError, ClusterJobs
+
+    url = _jobs_url(address)
     try:
         return ClusterJobs(url)
     except ClusterError as exc:
@@ -171,8 +178,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     spec = spec_mod.load(args.spec, args.set or (), name=args.name, database_url=database_url,
                          storage_path=args.storage_path)
     ref = SweepRef(spec.name, spec.run_dir, spec.database_url)
+    _check_store(ref, _jobs_url(args.address), resuming=False)
     jobs = _jobs(args.address)
-    _check_store(ref, jobs.address, resuming=False)
     job_id = _submit(jobs, ref, _shipped_spec(spec), ["sweep", "sweep.yaml"])
     remember_location(ref)
     _submitted(ref, job_id, jobs.address)
@@ -190,8 +197,8 @@ def submit_resume(args: argparse.Namespace) -> int:
     if ref.database_url is None:
         document["storage_path"] = str(ref.run_dir.parent)
     spec = spec_mod.validate(document)
+    _check_store(ref, _jobs_url(args.address), resuming=True)
     jobs = _jobs(args.address)
-    _check_store(ref, jobs.address, resuming=True)
     argv = ["resume", ref.name, *(["--storage-path", str(ref.run_dir.parent)] if ref.database_url is None else []),
             *(["--errored-only"] if args.errored_only else [])]
     job_id = _submit(jobs, ref, _shipped_spec(spec), argv)

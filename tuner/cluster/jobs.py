@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ __all__ = ["ADDRESS_ENVS", "ClusterError", "ClusterJobs", "JobState", "jobs_addr
 
 #: Where the Jobs API's address comes from when no --address is given (as Ray's own CLI reads it).
 ADDRESS_ENVS = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
+#: How long a submission waits for a newly started head node's job agent.
+AGENT_WAIT_S = 60.0
 #: Job states after which nothing more happens.
 ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
 
@@ -92,10 +95,20 @@ class ClusterJobs:
     def submit(self, *, entrypoint: str, submission_id: str, runtime_env: dict[str, Any],
                metadata: dict[str, str]) -> str:
         """Submit the driver; its submission id."""
+        def submit() -> str:
+            return str(self._client.submit_job(
+                entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env, metadata=metadata))
+
+        deadline = time.monotonic() + AGENT_WAIT_S
         with _quiet("ray.dashboard.modules.dashboard_sdk", "ray._private.runtime_env.packaging"):  # upload notices
-            return str(self._call(lambda: self._client.submit_job(
-                entrypoint=entrypoint, submission_id=submission_id, runtime_env=runtime_env, metadata=metadata,
-            ), "submit to"))
+            while True:
+                try:
+                    return str(self._call(submit, "submit to"))
+                except ClusterError as exc:
+                    # A cluster that has just started has a dashboard before the agent that runs jobs.
+                    if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                time.sleep(1.0)
 
     def state(self, job_id: str) -> JobState:
         info = self._call(lambda: self._client.get_job_info(job_id), f"read job {job_id} of")
