@@ -29,6 +29,7 @@ from tuner.cli.paths import (
     stored_experiment,
 )
 from tuner.cli.table import format_table
+from tuner.display import short_value
 
 
 def jsonable(value: Any) -> Any:
@@ -232,7 +233,7 @@ def _print_best(analysis: Any, metric: str, mode: str) -> None:
         print(f"best: {note or f'no trial has reported {metric!r} yet'}")
     else:
         print(f"best: {best.trial_id} {metric}={fmt(flatten_dict(best.last_result).get(metric))}  "
-              f"config: {json.dumps(jsonable(best.config))}")
+              f"config: {json.dumps(short_value(jsonable(best.config)))}")
         if note:
             print(f"note: {note}")
 
@@ -293,7 +294,7 @@ def cmd_best(args: argparse.Namespace) -> int:
             print(f"best trial: {best.trial_id} ({best.status}), {metric}={fmt(value)} "
                   f"at iteration {best.last_result.get('training_iteration', '?')}")
             print("config:")
-            print("  " + dump(jsonable(best.config), block=True).rstrip().replace("\n", "\n  "))
+            print("  " + dump(short_value(jsonable(best.config)), block=True).rstrip().replace("\n", "\n  "))
     finally:
         analysis.close()
     return EXIT_OK

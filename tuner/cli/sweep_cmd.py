@@ -25,6 +25,7 @@ from tuner.cli.paths import (
     remember_location,
 )
 from tuner.cli.yaml_io import dump
+from tuner.display import short_repr
 from tuner.execution.signals import SweepTerminated, graceful_sigterm
 
 
@@ -67,7 +68,7 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
         best = analysis.get_best_trial(spec.metric, spec.mode)
         if best is not None:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
-            print(f"best config: {best.config}")
+            print(f"best config: {short_repr(best.config)}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
     failed = [t for t in trials if t.status == "ERROR"]
     if failed:
