@@ -15,7 +15,6 @@ from tuner.cli.interrupt import discard_unstarted, mark_interrupted
 from tuner.cli.live import fmt, make_progress
 from tuner.cli.paths import (
     DB_FILE,
-    SPEC_FILE,
     SweepRef,
     first_line,
     has_password,
@@ -164,11 +163,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store."""
+    from tuner.cli.resume_checks import check_not_running, missing_spec_error
+
     ref = locate(args.name, args.storage_path, args.database_url)
+    check_not_running(ref)  # a sweep running elsewhere, on a shared database or run directory
     document = read_saved_spec(ref.run_dir)
     if document is None:
-        raise CLIError(f"sweep {ref.name!r} has no {SPEC_FILE} in {ref.run_dir}: it was not started by "
-                       f"`tuner sweep`; resume it from Python with tune.run(..., name={ref.name!r}, resume=True)")
+        raise missing_spec_error(ref)
     document.update(name=ref.name, storage_path=str(ref.run_dir.parent), database_url=ref.database_url)
     spec = spec_mod.validate(document)
     return run_spec(spec, ref, args, resume="ERRORED_ONLY" if args.errored_only else True)

@@ -1,0 +1,54 @@
+"""What ``tuner resume NAME`` checks before it runs anything: that no driver runs the sweep now
+(anywhere: the sweep's lock lives with its database), and that this machine has the spec the
+sweep was started with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, CLIError
+from tuner.cli.paths import SPEC_FILE, SweepRef, first_line, location_flags, stored_experiment
+
+
+def _hint(ref: SweepRef, verb: str, run_dir: Path | None = None) -> str:
+    """The command that finds sweep ``ref`` in ``run_dir`` (default: its own)."""
+    if run_dir is not None and run_dir.name != ref.name:  # only its path names it
+        return f"tuner {verb} {run_dir}" + (" --database-url URL" if ref.database_url else "")
+    where = SweepRef(ref.name, run_dir, ref.database_url) if run_dir is not None else ref
+    return f"tuner {verb} {ref.name}{location_flags(where)}"
+
+
+def check_not_running(ref: SweepRef) -> None:
+    """A CLIError (exit 3) naming the driver (pid and host) that runs sweep ``ref`` right now,
+    from this machine or another one sharing its database; nothing is created or written."""
+    from tuner.errors import SweepBusyError
+    from tuner.execution import sweep_lock
+    from tuner.store import StoreError
+
+    try:
+        sweep_lock.check_not_running(ref.url, ref.name, ref.run_dir)
+    except SweepBusyError as exc:
+        raise CLIError(first_line(exc, ref.url), EXIT_BUSY) from None
+    except StoreError as exc:
+        raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
+    except ValueError as exc:
+        raise CLIError(first_line(exc, ref.url), EXIT_USAGE) from None
+
+
+def missing_spec_error(ref: SweepRef) -> CLIError:
+    """Why sweep ``ref`` cannot be resumed from here without its ``sweep.yaml``: it was started
+    elsewhere (its run directory, with the spec and the checkpoints, is another one, perhaps on
+    another machine sharing the database), or it was started from Python."""
+    experiment = stored_experiment(ref)  # a sweep not in the store: says so
+    recorded = (experiment.get("spec") or {}).get("run_dir")
+    started_in = Path(recorded) if isinstance(recorded, str) and recorded else ref.run_dir
+    resume = f"`{_hint(ref, 'resume', started_in)}`"
+    if (started_in / SPEC_FILE).exists():  # another storage path on this machine
+        return CLIError(f"sweep {ref.name!r} in {ref.url_for_display} was started in {started_in}, which holds its "
+                        f"{SPEC_FILE} and checkpoints: resume it with {resume}")
+    if not started_in.exists():  # another machine sharing the database (or a run directory moved away)
+        return CLIError(f"sweep {ref.name!r} in {ref.url_for_display} was started in {started_in}, which holds its "
+                        f"{SPEC_FILE} and checkpoints and is not on this machine: resume it on the machine that has "
+                        f"it, with {resume}")
+    return CLIError(f"sweep {ref.name!r} has no {SPEC_FILE} in {started_in}: it was not started by "
+                    f"`tuner sweep`; resume it from Python with tune.run(..., name={ref.name!r}, resume=True)")
