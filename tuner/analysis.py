@@ -14,6 +14,7 @@ from schedulers.trial_scheduler import validate_mode
 from schedulers.validation import is_number
 from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
+from tuner.relocation import find_sweep
 from tuner.search.variants import flatten_dict
 from tuner.store import NoSchemaError, Store, default_database_url
 
@@ -107,7 +108,8 @@ class ExperimentAnalysis:
         except NoSchemaError:
             # A sweep's first moments: its tuner.db exists, its tables are being created.
             raise TuneError(f"no sweep yet at {self.experiment_path!r} (its store holds no tuner table)") from None
-        record = self._store.get_experiment(self.name)
+        # A run directory moved or copied with its store is found under its new name (relocation.py).
+        record, self._relocation = find_sweep(self._store, path, own_store=database_url is None)
         if record is None:
             raise TuneError(f"no sweep named {self.name!r} in the store {self._store.url_for_display}")
         self._experiment_id = int(record["id"])
@@ -146,8 +148,8 @@ class ExperimentAnalysis:
                     last_result=row.get("last_result") or {},
                     error=row.get("error"),
                     num_failures=row.get("num_failures") or 0,
-                    checkpoint_path=row.get("checkpoint_path"),
-                    trial_dir=row.get("trial_dir")
+                    checkpoint_path=self._moved(row.get("checkpoint_path")),
+                    trial_dir=self._moved(row.get("trial_dir"))
                     or os.path.join(self.experiment_path, f"{self.spec.get('trainable', 'trial')}_{row['trial_id']}"),
                 )
             )
@@ -304,7 +306,11 @@ class ExperimentAnalysis:
         metrics (the result it was taken with), deleted, deleted_at. Checkpoints deleted by
         retention (``num_to_keep``) are left out unless ``include_deleted``."""
         rows = self._store.checkpoints(self._experiment_id, trial_id)
-        return [r for r in rows if include_deleted or not r["deleted"]]
+        return [{**r, "path": self._moved(r["path"])} for r in rows if include_deleted or not r["deleted"]]
+
+    def _moved(self, path: str | None) -> str | None:
+        """A stored path, read under the sweep's run directory when it was moved or copied since."""
+        return path if self._relocation is None else self._relocation.path(path)
 
     def profile(self) -> dict[str, Any] | None:
         """Where the sweep's wall time went (see :mod:`tuner.execution.profiler`): CPU-seconds per

@@ -141,15 +141,32 @@ def open_store(ref: SweepRef) -> Any:
 
 
 def stored_experiment(ref: SweepRef) -> dict[str, Any]:
-    """The sweep's experiment record (name, spec, metric, ...); a sweep not in its store is a CLIError."""
+    """The sweep's experiment record (name, spec, metric, ...; the spec's paths under ``ref.run_dir``
+    when the run directory was moved or copied there); a sweep not in its store is a CLIError."""
+    from tuner.relocation import find_sweep
+
     store = open_store(ref)
     try:
-        experiment = store.get_experiment(ref.name)
+        experiment, _ = find_sweep(store, ref.run_dir, own_store=ref.database_url is None)
     finally:
         store.close()
     if experiment is None:
-        raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
+        raise CLIError(not_found(ref))
     return experiment
+
+
+def not_found(ref: SweepRef) -> str:
+    """The line saying that sweep ``ref`` is not in its store, and why when its run directory
+    tells: a sweep of a shared database keeps its name when its folder is moved or copied."""
+    line = f"no sweep named {ref.name!r} in the store {ref.url_for_display}"
+    try:
+        started_as = (read_saved_spec(ref.run_dir) or {}).get("name") if ref.database_url else None
+    except CLIError:  # an unreadable sweep.yaml tells nothing
+        started_as = None
+    if isinstance(started_as, str) and started_as != ref.name:
+        line += (f": {ref.run_dir} holds sweep {started_as!r} (its {SPEC_FILE} says so), moved or copied there; "
+                 f"a sweep in a shared database keeps its name, so name its folder {started_as!r} again")
+    return line
 
 
 def first_line(exc: BaseException, url: str | None = None) -> str:

@@ -25,6 +25,7 @@ from tuner.cli.paths import (
     default_storage_path,
     first_line,
     locate,
+    not_found,
     open_store,
     stored_experiment,
 )
@@ -56,7 +57,10 @@ def _analysis(ref: SweepRef) -> Any:
         return ExperimentAnalysis(ref.run_dir, database_url=ref.database_url)
     except StoreError as exc:  # a database that cannot be reached or read, a corrupt file
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
-    except (TuneError, ValueError) as exc:  # no such sweep; a malformed URL
+    except TuneError as exc:  # no such sweep (and why, when its run directory tells)
+        line = first_line(exc, ref.url)
+        raise CLIError(not_found(ref) if line.startswith("no sweep named") else line) from None
+    except ValueError as exc:  # a malformed URL
         raise CLIError(first_line(exc, ref.url)) from None
 
 
@@ -89,10 +93,17 @@ def _when(timestamp: Any) -> str:
 
 
 # -- tuner ls -------------------------------------------------------------------------------------
-def _sweep_rows(store: Any, only: str | None = None) -> Iterator[list[str]]:
-    for experiment in store.list_experiments():
-        if only is not None and experiment["name"] != only:
-            continue
+def _sweep_rows(store: Any, run_dir: Path | None = None, own_store: bool = False) -> Iterator[list[str]]:
+    """One row per sweep of ``store``; with ``run_dir``, that run directory's sweep only, under its
+    name (a run directory moved or copied with its store is listed under its new name)."""
+    if run_dir is None:
+        experiments = store.list_experiments()
+    else:
+        from tuner.relocation import find_sweep
+
+        found, _ = find_sweep(store, run_dir, own_store=own_store)
+        experiments = [] if found is None else [{**found, "name": run_dir.name}]
+    for experiment in experiments:
         trials = store.trials(int(experiment["id"]))
         metric, mode = experiment.get("metric"), experiment.get("mode")
         best = ""
@@ -129,7 +140,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 print(f"tuner: skipping {run_dir.name}: {exc}", file=sys.stderr)
                 continue
             try:
-                rows.extend(_sweep_rows(store, only=run_dir.name))
+                rows.extend(_sweep_rows(store, run_dir, own_store=ref.database_url is None))
             finally:
                 store.close()
     if not rows:

@@ -5,9 +5,10 @@ sweep was started with."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, CLIError
-from tuner.cli.paths import SPEC_FILE, SweepRef, first_line, location_flags, stored_experiment
+from tuner.cli.paths import SPEC_FILE, SweepRef, first_line, location_flags, read_saved_spec, stored_experiment
 
 
 def _hint(ref: SweepRef, verb: str, run_dir: Path | None = None) -> str:
@@ -35,11 +36,22 @@ def check_not_running(ref: SweepRef) -> None:
         raise CLIError(first_line(exc, ref.url), EXIT_USAGE) from None
 
 
-def missing_spec_error(ref: SweepRef) -> CLIError:
+def spec_to_resume(ref: SweepRef) -> dict[str, Any]:
+    """The spec document sweep ``ref`` was started with, once it is known that the sweep is in
+    its store, that no driver runs it now, and that its ``sweep.yaml`` is here; else a CLIError
+    that says which and what to do."""
+    check_not_running(ref)  # a sweep running elsewhere, on a shared database or run directory
+    experiment = stored_experiment(ref)  # a sweep not in its store: says so (and why, when it can)
+    document = read_saved_spec(ref.run_dir)
+    if document is None:
+        raise _missing_spec_error(ref, experiment)
+    return document
+
+
+def _missing_spec_error(ref: SweepRef, experiment: dict[str, Any]) -> CLIError:
     """Why sweep ``ref`` cannot be resumed from here without its ``sweep.yaml``: it was started
     elsewhere (its run directory, with the spec and the checkpoints, is another one, perhaps on
     another machine sharing the database), or it was started from Python."""
-    experiment = stored_experiment(ref)  # a sweep not in the store: says so
     recorded = (experiment.get("spec") or {}).get("run_dir")
     started_in = Path(recorded) if isinstance(recorded, str) and recorded else ref.run_dir
     resume = f"`{_hint(ref, 'resume', started_in)}`"

@@ -20,7 +20,6 @@ from tuner.cli.paths import (
     has_password,
     locate,
     location_flags,
-    read_saved_spec,
     remember_location,
 )
 from tuner.cli.yaml_io import dump
@@ -163,13 +162,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store."""
-    from tuner.cli.resume_checks import check_not_running, missing_spec_error
+    from tuner.cli.resume_checks import spec_to_resume
 
     ref = locate(args.name, args.storage_path, args.database_url)
-    check_not_running(ref)  # a sweep running elsewhere, on a shared database or run directory
-    document = read_saved_spec(ref.run_dir)
-    if document is None:
-        raise missing_spec_error(ref)
+    document = spec_to_resume(ref)  # not running elsewhere, in its store, its sweep.yaml here
     document.update(name=ref.name, storage_path=str(ref.run_dir.parent), database_url=ref.database_url)
     spec = spec_mod.validate(document)
     return run_spec(spec, ref, args, resume="ERRORED_ONLY" if args.errored_only else True)
