@@ -48,6 +48,17 @@ class TrialRecord:
         return Checkpoint(self.checkpoint_path) if self.checkpoint_path else None
 
 
+def _starting(url: str, name: str, run_dir: Path) -> bool:
+    """Whether a driver holds sweep ``name`` now (so that its store without tables is one being made)."""
+    from tuner.execution.sweep_lock import running_driver
+    from tuner.store import StoreError
+
+    try:
+        return running_driver(url, name, run_dir) is not None
+    except (StoreError, ValueError):
+        return False
+
+
 def _finite(value: Any) -> bool:
     return is_number(value, finite=True, numpy=False)
 
@@ -106,8 +117,12 @@ class ExperimentAnalysis:
         try:
             self._store = Store(url, create=False)
         except NoSchemaError:
-            # A sweep's first moments: its tuner.db exists, its tables are being created.
-            raise TuneError(f"no sweep yet at {self.experiment_path!r} (its store holds no tuner table)") from None
+            # A sweep's first moments (its driver holds the sweep, its tables are being created),
+            # else an empty or foreign file: the store's own line says which.
+            if not _starting(url, self.name, path):
+                raise
+            raise TuneError(f"no sweep yet at {self.experiment_path!r} (its store holds no tuner table yet: "
+                            f"its driver is creating it)") from None
         # A run directory moved or copied with its store is found under its new name (relocation.py).
         record, self._relocation = find_sweep(self._store, path, own_store=database_url is None)
         if record is None:

@@ -126,11 +126,14 @@ def check_url_flag(url: str, what: str = "--database-url") -> None:
 
 
 def open_store(ref: SweepRef) -> Any:
-    """The sweep's store, opened for reading; a database that cannot be opened is a CLIError."""
-    from tuner.store import Store, StoreError
+    """The sweep's store, opened for reading (nothing is created or written); a database that
+    cannot be opened is a CLIError."""
+    from tuner.store import NoSchemaError, Store, StoreError
 
     try:
         return Store(ref.url, create=False)
+    except NoSchemaError as exc:  # empty, or no tuner tables: a sweep just starting, or no tuner database
+        raise CLIError(_no_tables(ref, exc), EXIT_FAILED) from None
     except ValueError as exc:  # a malformed URL
         raise CLIError(first_line(exc, ref.url), EXIT_USAGE) from None
     except StoreError as exc:  # it says what and where
@@ -138,6 +141,21 @@ def open_store(ref: SweepRef) -> Any:
     except Exception as exc:  # noqa: BLE001 - anything else the driver raises
         raise CLIError(f"cannot open the store {ref.url_for_display}: {first_line(exc, ref.url)}",
                        EXIT_FAILED) from None
+
+
+def _no_tables(ref: SweepRef, exc: BaseException) -> str:
+    """The line for a store without tuner tables: a sweep whose driver is creating them, or the
+    store's own line (an empty file, a database that is no tuner database)."""
+    from tuner.execution.sweep_lock import running_driver
+    from tuner.store import StoreError
+
+    try:
+        holder = running_driver(ref.url, ref.name, ref.run_dir) if ref.name else None
+    except (StoreError, ValueError):
+        holder = None
+    if holder is not None:
+        return f"sweep {ref.name!r} is starting ({holder}): its store has no tables yet; ask again in a moment"
+    return first_line(exc, ref.url)
 
 
 def stored_experiment(ref: SweepRef) -> dict[str, Any]:

@@ -229,23 +229,34 @@ class SweepLock:
         self.release()
 
 
-def check_not_running(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> None:
-    """The :class:`SweepBusyError` a second driver of sweep ``name`` would get, naming the driver
-    that runs it now (``pid 4242 on node-3``), wherever that driver runs; nothing when none does.
-    Creates and writes nothing, so any reader of the store may ask.
+def running_driver(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> str | None:
+    """The driver running sweep ``name`` now, as its lock tells it (``pid 4242 on node-3``), or
+    None when none runs it. Creates and writes nothing, so any reader of the store may ask.
 
     A malformed ``database_url`` is a ValueError, a database that cannot be reached a StoreError.
     """
+    return _probe(database_url, name, run_dir)[1]
+
+
+def check_not_running(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> None:
+    """The :class:`SweepBusyError` a second driver of sweep ``name`` would get, naming the driver
+    that runs it now (``pid 4242 on node-3``), wherever that driver runs; nothing when none does.
+    Creates and writes nothing, so any reader of the store may ask (errors as :func:`running_driver`).
+    """
+    where, holder = _probe(database_url, name, run_dir)
+    if holder is not None:
+        raise _busy(name, where, holder)
+
+
+def _probe(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """(where the lock of sweep ``name`` lives, who holds it or None)."""
     url = check_database_url(database_url)
     db_file = sqlite_file(url)
     if url.get_backend_name() == "postgresql":
-        where, holder = mask_url(url), _AdvisoryLock(url, name).holder()
-    else:
-        where = str(db_file) if db_file is not None else str(run_dir)
-        path = sweep_lock_file(db_file, name) if db_file is not None else Path(run_dir) / LOCK_FILE
-        holder = _FileLock(path, name, where).holder()
-    if holder is not None:
-        raise _busy(name, where, holder)
+        return mask_url(url), _AdvisoryLock(url, name).holder()
+    where = str(db_file) if db_file is not None else str(run_dir)
+    path = sweep_lock_file(db_file, name) if db_file is not None else Path(run_dir) / LOCK_FILE
+    return where, _FileLock(path, name, where).holder()
 
 
 def sweep_lock_file(db_file: Path, name: str) -> Path:
