@@ -136,7 +136,7 @@ def _sigterm_as_interrupt(fn: Callable[..., ExperimentAnalysis]) -> Callable[...
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> ExperimentAnalysis:
-        with signals.graceful_sigterm():
+        with signals.graceful_sigterm(), signals.graceful_sigint():
             analysis = fn(*args, **kwargs)
             signals.raise_if_terminated()
         return analysis

@@ -24,7 +24,7 @@ from tuner.cli.paths import (
 )
 from tuner.cli.yaml_io import dump
 from tuner.display import short_repr
-from tuner.execution.signals import SweepTerminated, graceful_sigterm
+from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
 
 
 class SaveSpec(Callback):
@@ -115,8 +115,9 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
 
 def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
     """Run (or resume) ``spec`` with the live progress; the exit code (143 after SIGTERM, as
-    during the sweep, also while its summary is printed)."""
-    with graceful_sigterm():
+    during the sweep, also while its summary is printed; 130 after Ctrl-C, which is ignored
+    from then on: pressed again, it would cut the saving, or Ray's shutdown at exit, short)."""
+    with graceful_sigterm(), graceful_sigint(ignore_after=True):
         return _run_spec(spec, ref, args, resume)
 
 
