@@ -14,6 +14,7 @@ from schedulers.trial_scheduler import validate_mode
 from schedulers.validation import is_number
 from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
+from tuner.execution.budget import BudgetCut, load_budget_cut
 from tuner.relocation import find_sweep
 from tuner.search.variants import flatten_dict
 from tuner.store import NoSchemaError, Store, default_database_url
@@ -169,6 +170,12 @@ class ExperimentAnalysis:
                 )
             )
         return out
+
+    @property
+    def budget_cut(self) -> BudgetCut | None:
+        """How the time budget left the sweep's last run (how many trials did not run), or None
+        when it was not cut short; a resume runs the rest."""
+        return load_budget_cut(self._store, self._experiment_id)
 
     def _histories(self) -> dict[str, list[dict[str, Any]]]:
         histories: dict[str, list[dict[str, Any]]] = {}

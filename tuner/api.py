@@ -16,7 +16,7 @@ from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
-from tuner.execution import signals
+from tuner.execution import heartbeat, signals
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.controller import Controller
 from tuner.execution.leftovers import Leftovers, nothing_to_keep
@@ -32,6 +32,7 @@ from tuner.relocation import adopt_run_dir
 from tuner.run_arguments import check_writable_dir, validate_arguments
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
+from tuner.sendable import check_config_values, check_trainable_sendable
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
 from tuner.tensorboard.domains import describe_search_space
@@ -46,6 +47,9 @@ from tuner.tune_config import (
 )
 
 DEFAULT_STORAGE_PATH = "~/tuner_results"
+#: Set by `tuner submit` in its Ray Job's environment: the job's id and the Jobs API it went to.
+JOB_ID_ENV = "TUNER_JOB_ID"
+JOB_ADDRESS_ENV = "TUNER_JOB_ADDRESS"
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +162,7 @@ def run(
     time_budget_s: float | None = None,
     resources_per_trial: Any = None,
     max_concurrent_trials: int | None = None,
+    cpu_share: float | None = None,
     max_failures: int = 0,
     checkpoint_freq: int = 0,
     checkpoint_at_end: bool = False,
@@ -188,6 +193,12 @@ def run(
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
     state); ``"ERRORED_ONLY"`` also retries the trials that failed (from their last checkpoint),
     ``"RESTART_ERRORED"`` from scratch; ``"AUTO"`` resumes if the sweep exists and starts it otherwise.
+    ``time_budget_s`` stops the running trials once spent (counted from the start of this call, so a
+    resume gets it afresh); trials that never ran leave the sweep INCOMPLETE, which a resume finishes.
+
+    ``cpu_share`` (a number in (0, 1]) caps the CPUs this sweep's trials hold at once at that share of
+    the cluster's, so that sweeps sharing a cluster all progress (its first trial always runs);
+    ``tuner submit`` gives submitted sweeps 0.5 unless their spec says otherwise.
 
     Ctrl-C (KeyboardInterrupt) and SIGTERM stop the trials where they are and leave the sweep
     resumable: running trials are stored as INTERRUPTED with every result received so far, the
@@ -224,7 +235,8 @@ def run(
     sweep = _resolve_sweep(
         run_or_experiment, config=config, num_samples=num_samples, metric=metric, mode=mode, scheduler=scheduler,
         search_alg=search_alg, stop=stop, time_budget_s=time_budget_s, resources_per_trial=resources_per_trial,
-        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, checkpoint_freq=checkpoint_freq,
+        max_concurrent_trials=max_concurrent_trials, cpu_share=cpu_share, max_failures=max_failures,
+        checkpoint_freq=checkpoint_freq,
         checkpoint_at_end=checkpoint_at_end, storage_path=storage_path, database_url=database_url, name=name,
         seed=seed, verbose=verbose, resume=resume, callbacks=callbacks, tensorboard=tensorboard,
         tensorboard_dir=tensorboard_dir, checkpoint_config=checkpoint_config, keep_checkpoints_num=keep_checkpoints_num,
@@ -264,6 +276,7 @@ class _Sweep:
     resources_per_trial: Any
     resources_for: Callable[[dict[str, Any]], PlacementGroupFactory]
     max_concurrent_trials: int | None
+    cpu_share: float | None
     max_failures: int
     ckpt: CheckpointSettings
     fail_fast: bool | str
@@ -283,7 +296,8 @@ class _Sweep:
 def _resolve_sweep(
     run_or_experiment: Any, *, config: Mapping[str, Any] | None, num_samples: int, metric: str | None,
     mode: str | None, scheduler: TrialScheduler | None, search_alg: Searcher | None, stop: Any,
-    time_budget_s: float | None, resources_per_trial: Any, max_concurrent_trials: int | None, max_failures: int,
+    time_budget_s: float | None, resources_per_trial: Any, max_concurrent_trials: int | None,
+    cpu_share: float | None, max_failures: int,
     checkpoint_freq: int, checkpoint_at_end: bool, storage_path: str | os.PathLike[str] | None,
     database_url: str | None, name: str | None, seed: int | None, verbose: int, resume: bool | str,
     callbacks: Sequence[Callback] | None, tensorboard: bool, tensorboard_dir: str | os.PathLike[str] | None,
@@ -304,8 +318,10 @@ def _resolve_sweep(
         scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
         max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
         checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
-        tensorboard=tensorboard, tensorboard_dir=tensorboard_dir,
+        tensorboard=tensorboard, tensorboard_dir=tensorboard_dir, cpu_share=cpu_share,
     )
+    check_config_values(config)
+    check_trainable_sendable(trainable_cls, run_or_experiment)
     _check_can_run(storage_path, name, tensorboard, tensorboard_dir)
     check_fail_fast(fail_fast, max_failures)
     if reuse_actors is not None and not isinstance(reuse_actors, bool):
@@ -329,7 +345,8 @@ def _resolve_sweep(
         trainable_cls=trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
         scheduler=scheduler, searcher=searcher, max_trials=max_trials, stop=stop, stopper=stopper,
         time_budget_s=time_budget_s, resources_per_trial=resources_per_trial, resources_for=resources_for,
-        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures, ckpt=ckpt, fail_fast=fail_fast,
+        max_concurrent_trials=max_concurrent_trials, cpu_share=cpu_share, max_failures=max_failures, ckpt=ckpt,
+        fail_fast=fail_fast,
         seed=seed, resume=resume, namer=namer, callbacks=callback_list, reporter=reporter, name=name,
         run_dir=run_dir, tb_dir=tb_dir if tensorboard else None, database_url=database_url, url=url,
         hparam_domains=hparam_domains,
@@ -393,10 +410,21 @@ def _run_sweep(
             restart_errored=sweep.resume == "RESTART_ERRORED",
         ))
     store.set_experiment_status(experiment_id, "RUNNING")
+    with heartbeat.Heartbeat(store, experiment_id):
+        return _run_controller(controller, store, experiment_id, profiler)
+
+
+def _run_controller(controller: Controller, store: Store, experiment_id: int, profiler: SweepProfiler) -> list[Any]:
     try:
-        return controller.run()
-    finally:
-        save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+        trials = controller.run()
+    except BaseException:
+        try:
+            save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+        except Exception:  # noqa: BLE001 - never raised over the exception that ended the sweep (a failed store)
+            logger.debug("could not save the sweep's profile", exc_info=True)
+        raise
+    save_profile(store, experiment_id, profiler.summary(store_write_s=store.write_seconds))
+    return trials
 
 
 def _record_experiment(
@@ -412,6 +440,9 @@ def _record_experiment(
             _rebuild_tensorboard(sweep.run_dir, sweep.url, sweep.tb_dir)
         sweep.callbacks.add(TensorBoardExporter(sweep.tb_dir, hparam_domains=sweep.hparam_domains))
     experiment_id = store.get_or_create_experiment(sweep.name, spec=spec, metric=sweep.metric, mode=sweep.mode)
+    # Who runs it now, and as which Ray Job (`tuner submit` sets these for the job's driver).
+    store.update_experiment(experiment_id, owner=heartbeat.owner(), job_id=os.environ.get(JOB_ID_ENV),
+                            job_address=os.environ.get(JOB_ADDRESS_ENV))
     if tuner_state is not None:  # what Tuner.restore rebuilds the Tuner from
         store.save_state(experiment_id, "tuner", tuner_state)
     return experiment_id
@@ -426,7 +457,7 @@ def _build_controller(
         experiment_name=sweep.name, run_dir=str(sweep.run_dir), store=store, searcher=sweep.searcher,
         scheduler=sweep.scheduler, stopper=sweep.stopper, metric=sweep.metric, mode=sweep.mode,
         resources_for=sweep.resources_for, max_trials=sweep.max_trials,
-        max_concurrent_trials=sweep.max_concurrent_trials, max_failures=sweep.max_failures,
+        max_concurrent_trials=sweep.max_concurrent_trials, cpu_share=sweep.cpu_share, max_failures=sweep.max_failures,
         checkpoint_freq=sweep.ckpt.frequency, checkpoint_at_end=sweep.ckpt.at_end,
         time_budget_s=sweep.time_budget_s, reporter=sweep.reporter, callbacks=sweep.callbacks,
         callback_info=_callback_info(sweep, experiment_id, resumed=resumed),
@@ -461,6 +492,7 @@ def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
         "time_budget_s": sweep.time_budget_s,
         "resources_per_trial": repr(sweep.resources_per_trial),
         "max_concurrent_trials": sweep.max_concurrent_trials,
+        "cpu_share": sweep.cpu_share,
         "max_failures": sweep.max_failures,
         **_checkpoint_spec(sweep.ckpt),
         "fail_fast": sweep.fail_fast,

@@ -55,6 +55,10 @@ def ensure_ray(address: str | None = None) -> None:
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
     check_ray_address(address)
+    if address:  # a cluster with token authentication gets this machine's token (Ray does so only for "auto")
+        from tuner.cluster.auth import use_cluster_token
+
+        use_cluster_token()
     ray.init(
         address=address,
         include_dashboard=False,

@@ -23,7 +23,7 @@ def validate_arguments(
     trainable_cls: type[Trainable], *, config: Any, num_samples: Any, metric: Any, mode: Any,
     scheduler: Any, search_alg: Any, time_budget_s: Any, max_concurrent_trials: Any, max_failures: Any,
     checkpoint_freq: Any, checkpoint_at_end: Any, name: Any, seed: Any, tensorboard: Any = True,
-    tensorboard_dir: Any = None,
+    tensorboard_dir: Any = None, cpu_share: Any = None,
 ) -> None:
     """Raise one ValueError naming the first bad argument of tune.run; nothing is written before."""
     if not isinstance(config, Mapping):
@@ -41,6 +41,9 @@ def validate_arguments(
     if time_budget_s is not None and (not is_number(time_budget_s, numpy=False) or time_budget_s <= 0):
         raise ValueError(f"time_budget_s must be a number of seconds > 0 or None, got {time_budget_s!r}")
     check_int(max_concurrent_trials, "max_concurrent_trials", 1, allow_none=True)
+    if cpu_share is not None and (not is_number(cpu_share, numpy=False) or not 0 < cpu_share <= 1):
+        raise ValueError(f"cpu_share must be a number in (0, 1] (the share of the cluster's CPUs the sweep may "
+                         f"hold) or None, got {cpu_share!r}")
     check_int(max_failures, "max_failures", -1)
     check_int(checkpoint_freq, "checkpoint_freq", 0)
     if checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):

@@ -347,6 +347,8 @@ def test_postgresql_store(tmp_path, postgres_url):
         ({"max_failures": -2}, "max_failures"),
         ({"time_budget_s": -1}, "time_budget_s"),
         ({"max_concurrent_trials": 0}, "max_concurrent_trials"),
+        ({"cpu_share": 1.5}, r"cpu_share must be a number in \(0, 1\]"),
+        ({"cpu_share": 0}, r"cpu_share must be a number in \(0, 1\]"),
         ({"resources_per_trial": {"cpu": -1}}, "resources_per_trial"),
         ({"resources_per_trial": {"cpu": 64}}, "could never start"),
         ({"stop": 5}, "stop must be"),

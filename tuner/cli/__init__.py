@@ -1,7 +1,10 @@
 """The ``tuner`` command line: run sweeps from YAML specs and query them.
 
     tuner sweep SPEC.yaml [--name N] [--address RAY] [--database-url URL] [--set key=value ...]
-    tuner resume NAME
+    tuner submit SPEC.yaml --address http://HEAD:8265 [--database-url URL] [--wait]
+    tuner resume NAME [--submit --address http://HEAD:8265]
+    tuner logs NAME [-f]
+    tuner stop NAME
     tuner ls
     tuner show NAME [--profile]
     tuner best NAME [--json]
@@ -35,11 +38,16 @@ EPILOG = ("exit codes: 0 success, 1 trials failed or a runtime error (e.g. Ray u
           "Sweeps live in --storage-path (default $TUNER_STORAGE_PATH or ~/tuner_results).")
 
 
+def _database_url_default() -> str | None:
+    return os.environ.get("TUNER_DATABASE_URL") or None
+
+
 def _sweep_location(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage-path", metavar="DIR",
                         help="where sweeps are stored (default: $TUNER_STORAGE_PATH or ~/tuner_results)")
-    parser.add_argument("--database-url", metavar="URL",
-                        help="the sweep's database, when it is not the SQLite file in its run directory")
+    parser.add_argument("--database-url", metavar="URL", default=_database_url_default(),
+                        help="the sweep's database, when it is not the SQLite file in its run directory "
+                             "(default: $TUNER_DATABASE_URL)")
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +61,8 @@ def _add_run_verbs(verbs: Any) -> None:
     sweep = verbs.add_parser("sweep", help="run a sweep from a YAML spec", epilog=EPILOG)
     sweep.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec (see examples/*.yaml)")
     sweep.add_argument("--name", help="the sweep's name (default: the spec's name, else the file's name and the time)")
-    sweep.add_argument("--database-url", metavar="URL", help="store the sweep in this database (SQLAlchemy URL)")
+    sweep.add_argument("--database-url", metavar="URL", default=_database_url_default(),
+                       help="store the sweep in this database (SQLAlchemy URL; default: $TUNER_DATABASE_URL)")
     sweep.add_argument("--storage-path", metavar="DIR",
                        help="store the sweep's run directory under DIR (default: the spec's storage_path, "
                             "else $TUNER_STORAGE_PATH or ~/tuner_results)")
@@ -67,8 +76,27 @@ def _add_run_verbs(verbs: Any) -> None:
     resume.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
     _sweep_location(resume)
     resume.add_argument("--errored-only", action="store_true", help="also retry the trials that failed")
+    resume.add_argument("--submit", action="store_true",
+                        help="run the resumed driver on the cluster as a Ray Job (--address: its Jobs API)")
+    resume.add_argument("--wait", action="store_true", help="with --submit: follow the sweep until it ends")
     _run_options(resume)
     resume.set_defaults(handler="tuner.cli.sweep_cmd:cmd_resume")
+
+    submit = verbs.add_parser("submit", help="run a sweep's driver on a Ray cluster as a Ray Job", epilog=EPILOG)
+    submit.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec; the local modules it names are shipped")
+    submit.add_argument("--address", metavar="URL",
+                        help="the cluster's Jobs API, e.g. http://HEAD:8265 (default: $RAY_API_SERVER_ADDRESS, "
+                             "or an http $RAY_ADDRESS)")
+    submit.add_argument("--name", help="the sweep's name (default: the spec's name, else the file's name and the time)")
+    submit.add_argument("--database-url", metavar="URL", default=_database_url_default(),
+                        help="the shared store (default: $TUNER_DATABASE_URL; SQLite only when the head is this "
+                             "machine)")
+    submit.add_argument("--storage-path", metavar="DIR", help="the run directory's parent on the cluster")
+    submit.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                        help="override a spec key (dotted path, YAML value); repeatable")
+    submit.add_argument("--wait", action="store_true",
+                        help="follow the sweep until it ends (Ctrl-C detaches; the sweep goes on)")
+    submit.set_defaults(handler="tuner.cli.submit_cmd:cmd_submit")
 
 
 def _add_query_verbs(verbs: Any) -> None:
@@ -101,6 +129,19 @@ def _add_query_verbs(verbs: Any) -> None:
     export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     _sweep_location(export)
     export.set_defaults(handler="tuner.cli.query_cmd:cmd_export")
+
+    logs = verbs.add_parser("logs", help="the output of a submitted sweep's driver (its Ray Job)")
+    logs.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow the output until the job ends")
+    logs.add_argument("--address", metavar="URL", help="the Jobs API (default: the one it was submitted to)")
+    _sweep_location(logs)
+    logs.set_defaults(handler="tuner.cli.submit_cmd:cmd_logs")
+
+    stop = verbs.add_parser("stop", help="stop a submitted sweep, leaving it resumable")
+    stop.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    stop.add_argument("--address", metavar="URL", help="the Jobs API (default: the one it was submitted to)")
+    _sweep_location(stop)
+    stop.set_defaults(handler="tuner.cli.submit_cmd:cmd_stop")
 
     tensorboard = verbs.add_parser("tensorboard", help="start TensorBoard on a sweep's logdir")
     tensorboard.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
@@ -149,6 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tuner: error: a verb is required, one of: {', '.join(_verbs(parser))} "
               f"(`tuner --help` describes them)", file=sys.stderr)
         return EXIT_USAGE
+    from tuner.cluster.auth import use_cluster_token
+
+    use_cluster_token()  # a cluster with token authentication gets this machine's token
     try:
         return _handler(args.handler)(args)
     except CLIError as exc:

@@ -38,20 +38,29 @@ def mark_interrupted(url: str, name: str) -> bool:
 
 def discard_unstarted(run_dir: Path, url: str, name: str) -> None:
     """Remove a run directory this process created for a sweep that never got into its store
-    (Ctrl-C or an error while Ray was starting): nothing half-made is left behind."""
-    import shutil
+    (Ctrl-C or an error while Ray was starting): nothing half-made is left behind. Only what is
+    provably unstarted goes: a store that holds the sweep keeps everything, and so does a store
+    file that is gone (removed mid-sweep) from a directory holding more than lock files."""
+    from tuner.execution.leftovers import remove_if_only_engine_files
+    from tuner.store import NoSchemaError, Store
 
-    from tuner.store import Store
-
-    if run_dir.is_dir() and (run_dir / "tuner.db").exists():
+    if not run_dir.is_dir():
+        return
+    if not (run_dir / "tuner.db").exists():  # gone: only a directory of lock files is provably unstarted
+        remove_if_only_engine_files(run_dir, ("*.lock",), say_kept=False)
+        return
+    try:
+        store = Store(url, create=False)
+    except NoSchemaError:  # a database whose tables were never made: the sweep is not in it
+        store = None
+    except Exception:  # noqa: BLE001 - a store that cannot be read proves nothing: keep it all
+        return
+    if store is not None:
         try:
-            store = Store(url, create=False)
-        except Exception:  # noqa: BLE001 - an empty database without the tuner schema: discard it
-            store = None
-        if store is not None:
-            try:
-                if store.get_experiment(name) is not None:
-                    return
-            finally:
-                store.close()
-    shutil.rmtree(run_dir, ignore_errors=True)
+            if store.get_experiment(name) is not None:
+                return
+        except Exception:  # noqa: BLE001 - unreadable (the failure that ended the sweep): keep it all
+            return
+        finally:
+            store.close()
+    remove_if_only_engine_files(run_dir, say_kept=False)

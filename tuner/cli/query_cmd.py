@@ -25,12 +25,15 @@ from tuner.cli.paths import (
     default_storage_path,
     first_line,
     locate,
+    location_flags,
     not_found,
     open_store,
     stored_experiment,
 )
 from tuner.cli.table import format_table
 from tuner.display import short_value
+from tuner.execution.heartbeat import shown_status
+from tuner.execution.budget import INCOMPLETE
 
 
 def jsonable(value: Any) -> Any:
@@ -111,8 +114,10 @@ def _sweep_rows(store: Any, run_dir: Path | None = None, own_store: bool = False
             row = store.best_trial(int(experiment["id"]), metric, mode)
             if row is not None:
                 best = f"{metric}={fmt(row.get('metric_value'))}"
-        yield [experiment["name"], experiment.get("status", ""), f"{len(trials)} ({_counts([t['status'] for t in trials])})"
-               if trials else "0", best, _when(experiment.get("created_at"))]
+        ended = sum(t["status"] in ("TERMINATED", "ERROR") for t in trials)
+        counts = f"{ended}/{len(trials)} ({_counts([t['status'] for t in trials])})" if trials else "0"
+        yield [experiment["name"], shown_status(experiment), experiment.get("owner") or "-",
+               experiment.get("job_id") or "-", counts, best, _when(experiment.get("created_at"))]
 
 
 @_store_errors
@@ -146,7 +151,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no sweeps in {where}")
         return EXIT_OK
-    print(format_table(["NAME", "STATUS", "TRIALS", "BEST", "CREATED"], rows))
+    print(format_table(["NAME", "STATUS", "OWNER", "JOB", "TRIALS", "BEST", "CREATED"], rows))
     return EXIT_OK
 
 
@@ -182,6 +187,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         metric, mode = experiment.get("metric"), experiment.get("mode")
         keys = _varying_keys([t.config for t in trials])
         _print_sweep_info(ref, experiment, trials)
+        cut = analysis.budget_cut if experiment.get("status") == INCOMPLETE else None
+        if cut is not None:
+            print(cut.line(f"`tuner resume {ref.name}{location_flags(ref)}`"))
         if trials:
             _print_trials(trials, metric, keys)
         if metric and mode:
@@ -191,12 +199,21 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _status_text(experiment: dict[str, Any]) -> str:
+    """The sweep's status as it is, and why when that is not what the store says."""
+    status = shown_status(experiment)
+    if status != experiment.get("status"):
+        return (f"{status} (stored as {experiment.get('status')}, but its driver's last heartbeat was "
+                f"{_when(experiment.get('heartbeat_at'))}: it stopped without a word; `tuner resume` continues it)")
+    return status
+
+
 def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[Any]) -> None:
     metric, mode = experiment.get("metric"), experiment.get("mode")
     spec = experiment.get("spec") or {}
     info = [
         ("sweep", ref.name),
-        ("status", experiment.get("status", "")),
+        ("status", _status_text(experiment)),
         ("trainable", spec.get("trainable", "")),
         ("metric", f"{metric} ({mode})" if metric else "none"),
         ("trials", f"{len(trials)}" + (f": {_counts([t.status for t in trials])}" if trials else "")),
@@ -204,6 +221,10 @@ def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[An
         ("store", ref.url_for_display),
         ("run dir", str(ref.run_dir)),
     ]
+    if experiment.get("owner"):
+        info.insert(2, ("owner", str(experiment["owner"])))
+    if experiment.get("job_id"):
+        info.insert(3, ("job", f"{experiment['job_id']} at {experiment.get('job_address') or '?'}"))
     if spec.get("tensorboard_dir"):
         info.append(("tensorboard", str(spec["tensorboard_dir"])))
     width = max(len(k) for k, _ in info)

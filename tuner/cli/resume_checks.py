@@ -38,11 +38,15 @@ def check_not_running(ref: SweepRef) -> None:
 
 def spec_to_resume(ref: SweepRef) -> dict[str, Any]:
     """The spec document sweep ``ref`` was started with, once it is known that the sweep is in
-    its store, that no driver runs it now, and that its ``sweep.yaml`` is here; else a CLIError
-    that says which and what to do."""
+    its store, that no driver runs it now, and that its ``sweep.yaml`` is here (or, for a shared
+    database, kept in the store); else a CLIError that says which and what to do."""
     check_not_running(ref)  # a sweep running elsewhere, on a shared database or run directory
     experiment = stored_experiment(ref)  # a sweep not in its store: says so (and why, when it can)
     document = read_saved_spec(ref.run_dir)
+    if document is None and ref.database_url is not None:  # a shared store keeps the spec too
+        from tuner.cli import stored_spec
+
+        document = stored_spec.load(ref)
     if document is None:
         raise _missing_spec_error(ref, experiment)
     return document
@@ -59,8 +63,8 @@ def _missing_spec_error(ref: SweepRef, experiment: dict[str, Any]) -> CLIError:
         return CLIError(f"sweep {ref.name!r} in {ref.url_for_display} was started in {started_in}, which holds its "
                         f"{SPEC_FILE} and checkpoints: resume it with {resume}")
     if not started_in.exists():  # another machine sharing the database (or a run directory moved away)
-        return CLIError(f"sweep {ref.name!r} in {ref.url_for_display} was started in {started_in}, which holds its "
-                        f"{SPEC_FILE} and checkpoints and is not on this machine: resume it on the machine that has "
-                        f"it, with {resume}")
+        return CLIError(f"sweep {ref.name!r} in {ref.url_for_display} keeps no spec in its store, and the run "
+                        f"directory it was started in, {started_in} (its {SPEC_FILE} and checkpoints), is not on this "
+                        f"machine: resume it on the machine that has it, with {resume}")
     return CLIError(f"sweep {ref.name!r} has no {SPEC_FILE} in {started_in}: it was not started by "
                     f"`tuner sweep`; resume it from Python with tune.run(..., name={ref.name!r}, resume=True)")

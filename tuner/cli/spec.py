@@ -16,6 +16,7 @@ path and what was expected. The keys::
     time_budget_s: 600
     resources: {cpu: 1}             # or a list of bundles; default: the trainable's own request
     max_concurrent_trials: 2
+    cpu_share: 0.5                  # the share of the cluster's CPUs it may hold (tuner submit: 0.5)
     max_failures: 0
     checkpoint_freq: 0
     checkpoint_at_end: false
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 
 KEYS = (
     "name", "description", "trainable", "metric", "mode", "num_samples", "seed", "search", "scheduler",
-    "stop", "time_budget_s", "resources", "max_concurrent_trials", "max_failures", "checkpoint_freq",
+    "stop", "time_budget_s", "resources", "max_concurrent_trials", "cpu_share", "max_failures", "checkpoint_freq",
     "checkpoint_at_end", "storage_path", "database_url", "tensorboard", "tensorboard_dir", "config",
 )
 REQUIRED = ("trainable", "config")
@@ -103,6 +104,7 @@ class SweepSpec:
             "time_budget_s": doc.get("time_budget_s"),
             "resources_per_trial": doc.get("resources"),
             "max_concurrent_trials": doc.get("max_concurrent_trials"),
+            "cpu_share": doc.get("cpu_share"),
             "max_failures": doc.get("max_failures", 0),
             "checkpoint_freq": doc.get("checkpoint_freq", 0),
             "checkpoint_at_end": doc.get("checkpoint_at_end", False),
@@ -253,6 +255,9 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
     expect_int(doc.get("seed"), "seed", minimum=0, allow_none=True)
     expect_number(doc.get("time_budget_s"), "time_budget_s", positive=True, allow_none=True)
     expect_int(doc.get("max_concurrent_trials"), "max_concurrent_trials", minimum=1, allow_none=True)
+    share = expect_number(doc.get("cpu_share"), "cpu_share", positive=True, allow_none=True)
+    if share is not None and share > 1:
+        raise SpecError("cpu_share", f"expected a number in (0, 1] (the share of the cluster's CPUs), got {share!r}")
     expect_int(doc.get("max_failures", 0), "max_failures", minimum=-1)
     expect_int(doc.get("checkpoint_freq", 0), "checkpoint_freq", minimum=0)
     expect_bool(doc.get("checkpoint_at_end", False), "checkpoint_at_end")

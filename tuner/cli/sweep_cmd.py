@@ -31,9 +31,10 @@ class SaveSpec(Callback):
     """Writes the spec into the run directory once the sweep exists in the store (``tuner resume``
     reads it back). A database password is never written: resume then needs ``--database-url``."""
 
-    def __init__(self, path: Path, document: dict[str, Any]) -> None:
+    def __init__(self, path: Path, document: dict[str, Any], url: str | None = None) -> None:
         self.path = path
         self.document = document
+        self.url = url
 
     def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
               **info: Any) -> None:
@@ -44,6 +45,10 @@ class SaveSpec(Callback):
         document = dict(self.document)
         if has_password(document.get("database_url")):
             document["database_url"] = mask_url(document["database_url"])
+        if self.url is not None and info.get("experiment_id") is not None:  # for a resume from another machine
+            from tuner.cli import stored_spec
+
+            stored_spec.save(self.url, int(info["experiment_id"]), self.document)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("# written by `tuner sweep`; `tuner resume` reads it\n" + dump(document), encoding="utf-8")
@@ -68,6 +73,13 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
             print(f"best config: {short_repr(best.config)}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
+    silent = [t.trial_id for t in trials if t.status == "TERMINATED" and not t.last_result]
+    if silent:
+        names = ", ".join(silent[:5]) + (" ..." if len(silent) > 5 else "")
+        print(f"{len(silent)} trial(s) reported no result: {names} (a function trainable must call tune.report)")
+    cut = analysis.budget_cut
+    if cut is not None:
+        print(cut.line(f"`{_command_hint(ref)}`"))
     failed = [t for t in trials if t.status == "ERROR"]
     if failed:
         names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
@@ -100,6 +112,9 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
         raise CLIError(first_line(exc, ref.url), EXIT_BUSY) from None
     if isinstance(exc, RayUnreachableError):  # its message names the address already
         raise CLIError(first_line(exc), EXIT_FAILED) from None
+    if isinstance(exc, StoreError) and ref.spec_file.exists():  # it ran: what is stored so far resumes
+        raise CLIError(f"{first_line(exc, ref.url)}; `{_command_hint(ref)}` continues the sweep once the store "
+                       f"can be written", EXIT_FAILED) from None
     if isinstance(exc, (TuneError, StoreError)):
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
     if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used
@@ -127,7 +142,7 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
     if args.address:  # tune.run joins $RAY_ADDRESS (after it has opened the store)
         os.environ["RAY_ADDRESS"] = args.address
     progress = make_progress(args.progress, ref.name, spec.metric, spec.mode, list(spec.searched))
-    callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document)) if cb is not None]
+    callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document, ref.url)) if cb is not None]
     created = ref.database_url is None and not ref.run_dir.exists()
     try:
         analysis = tune.run(
@@ -162,11 +177,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store."""
+    """``tuner resume NAME``: continue a sweep started by ``tuner sweep`` from its store (with
+    ``--submit``, as a Ray Job on the cluster at ``--address``)."""
+    if getattr(args, "submit", False):
+        from tuner.cli.submit_cmd import submit_resume
+
+        return submit_resume(args)
     from tuner.cli.resume_checks import spec_to_resume
 
     ref = locate(args.name, args.storage_path, args.database_url)
-    document = spec_to_resume(ref)  # not running elsewhere, in its store, its sweep.yaml here
+    document = spec_to_resume(ref)  # not running elsewhere, in its store, its spec here or in its store
     document.update(name=ref.name, storage_path=str(ref.run_dir.parent), database_url=ref.database_url)
     spec = spec_mod.validate(document)
     return run_spec(spec, ref, args, resume="ERRORED_ONLY" if args.errored_only else True)

@@ -27,6 +27,7 @@ from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINAT
 from tuner.callback import CallbackList
 from tuner.execution.backend import Backend, CallFailed
 from tuner.execution import signals
+from tuner.execution.budget import INCOMPLETE, BudgetCut, save_budget_cut, unproposed
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.exploits import Exploit, ExploitBook
 from tuner.execution.profiler import SweepProfiler
@@ -41,7 +42,7 @@ from tuner.execution.trial_naming import TrialNamer
 from tuner.search.searcher import Searcher
 from tuner.search.variants import flatten_dict
 from tuner.stopper import DictStopper, Stopper
-from tuner.store import Store
+from tuner.store import Store, StoreError
 from tuner.trainable.checkpoint import Checkpoint
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import AUTO_RESULT_KEYS, Trainable
@@ -85,6 +86,7 @@ class Controller:
         fail_fast: bool | str = False,
         profiler: SweepProfiler | None = None,
         backend: Backend | None = None,
+        cpu_share: float | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -117,13 +119,14 @@ class Controller:
 
         self._trials: list[Trial] = []
         self._by_id: dict[str, Trial] = {}
-        self._pool = SlotPool(backend)  # Ray's unless a backend is given
+        self._pool = SlotPool(backend, cpu_share=cpu_share)  # Ray's unless a backend is given
         self._backend = self._pool.backend
         self._inflight: dict[Any, tuple[Trial, Call]] = {}  # a call's answer handle -> what it was
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
         self._id_prefix = uuid.uuid4().hex[:5]
         self._searcher_finished = False
         self._stop_everything = False
+        self._budget_spent = False  # the time budget stopped the sweep (see ``budget``)
         self._metric_checked = metric is None and not isinstance(stopper, DictStopper)
         self._start_time = 0.0
         # Fast iterations may share a round trip when no decision can depend on the exact
@@ -236,10 +239,12 @@ class Controller:
                     self._callbacks.call("on_step_end", self._iteration, self._trials)
                 self._flush_results()
                 self._save_state(force=True)
-                self._store.set_experiment_status(self._experiment_id, "TERMINATED")
+                self._warn_silent_trials()
+                self._store.set_experiment_status(self._experiment_id, self._end_status())
         except BaseException as exc:
             failed = True
-            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated))
+            # A store that fails (full, read-only, gone) cut the sweep short: resumable, like a signal.
+            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated, StoreError))
             self._record_abort(INTERRUPTED if interrupted else "ERROR")
             raise
         finally:
@@ -281,11 +286,37 @@ class Controller:
             why = "time budget spent" if over_time else "a trial failed (fail_fast)" if self._failed_fast else "stopper.stop_all()"
             logger.info("stopping all trials: %s", why)
             self._stop_everything = True
+            self._budget_spent = over_time
+            # Past the budget, trials that produced nothing (pending, or running without a result
+            # yet) did not run to any effect: they stay PENDING, for a resume to run.
             for trial in list(self._trials):
                 if trial.status == RUNNING:
-                    self._end_trial(trial, TERMINATED)
-                elif trial.status in (PENDING, PAUSED):
+                    self._end_trial(trial, PENDING if over_time and trial.last_result is None else TERMINATED)
+                elif trial.status == PAUSED or (trial.status == PENDING and not over_time):
                     self._set_status(trial, TERMINATED)
+
+    def _warn_silent_trials(self) -> None:
+        """One warning naming the trials that ended without a single result (a function that
+        returned before its first ``tune.report``): nothing else would tell them from good ones."""
+        silent = [t.trial_name for t in self._trials if t.status == TERMINATED and t.last_result is None]
+        if silent:
+            more = f" and {len(silent) - 5} more" if len(silent) > 5 else ""
+            logger.warning("sweep %s: %d trial(s) reported no result (a function trainable must call tune.report): "
+                           "%s%s", self._experiment_name, len(silent), ", ".join(silent[:5]), more)
+
+    def _end_status(self) -> str:
+        """The sweep's status once the loop ended: INCOMPLETE when the time budget left trials
+        that never ran (logged, and noted in the store for the CLI and analysis), else TERMINATED."""
+        cut = None
+        if self._budget_spent:
+            left = 0 if self._searcher_finished else unproposed(self._searcher, self._max_trials, len(self._trials))
+            pending = sum(t.status == PENDING for t in self._trials)
+            if left is None or left + pending:
+                total = None if left is None else len(self._trials) + left
+                cut = BudgetCut(float(self._time_budget_s or 0.0), None if left is None else left + pending, total)
+                logger.warning("sweep %s: %s", self._experiment_name, cut.line("a resume (resume=True)"))
+        save_budget_cut(self._store, self._experiment_id, cut)
+        return INCOMPLETE if cut is not None else TERMINATED
 
     # -- adding and starting trials ----------------------------------------------------------------
     def _fill(self) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +14,14 @@ from tuner.store import Store
 if TYPE_CHECKING:
     from tuner.execution.controller import Controller
 
-__all__ = ["Leftovers", "nothing_to_keep"]
+__all__ = ["ENGINE_FILES", "Leftovers", "nothing_to_keep", "remove_if_only_engine_files", "user_file_in"]
+
+#: What the engine itself writes into a sweep's directories before any trial has a result: the
+#: driver's lock files, the SQLite store, the saved spec and TensorBoard's event files (which hold
+#: no curve until a result comes). Anything else (a checkpoint, a trial's own output) is not ours
+#: to delete.
+ENGINE_FILES = ("*.lock", "tuner.db", "tuner.db-wal", "tuner.db-shm", "tuner.db-journal", "sweep.yaml", "*.tmp",
+                "events.out.tfevents.*")
 
 # tune.run's logger: the warning is about the call that failed.
 logger = logging.getLogger("tuner.api")
@@ -50,11 +60,44 @@ class Leftovers:
             logger.warning("could not remove the failed sweep from the store", exc_info=True)
 
     def remove_files(self) -> None:
-        import shutil
-
         for path in (self.tb_dir, self.run_dir):
             if path is not None:
-                shutil.rmtree(path, ignore_errors=True)
+                remove_if_only_engine_files(path)
+
+
+def user_file_in(directory: Path, engine_files: tuple[str, ...] = ENGINE_FILES) -> Path | None:
+    """A file under ``directory`` whose name matches none of ``engine_files`` (by default what the
+    engine makes before results exist), or None when there is none. An unreadable folder counts
+    as one."""
+    try:
+        for root, _dirs, files in os.walk(directory, onerror=_raise):
+            for name in files:
+                if not any(fnmatch.fnmatch(name, pattern) for pattern in engine_files):
+                    return Path(root) / name
+    except OSError as exc:
+        return Path(exc.filename or directory)
+    return None
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def remove_if_only_engine_files(
+    directory: Path, engine_files: tuple[str, ...] = ENGINE_FILES, *, say_kept: bool = True,
+) -> bool:
+    """Remove ``directory`` when all it holds is ``engine_files`` (by default what the engine
+    writes before any result), True; otherwise keep all of it, say why (with ``say_kept``), and
+    return False: a failure path never deletes a checkpoint, a log or anything else a user may need."""
+    if not directory.exists():
+        return True
+    kept = user_file_in(directory, engine_files)
+    if kept is not None:
+        if say_kept:
+            logger.warning("kept %s: it holds %s, which the failed sweep may need", directory, kept)
+        return False
+    shutil.rmtree(directory, ignore_errors=True)
+    return True
 
 
 def _holds_only_locks(run_dir: Path) -> bool:

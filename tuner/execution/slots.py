@@ -33,8 +33,11 @@ class Slot:
 class SlotPool:
     """The slots of running trials (``running``, by trial id) and the idle ones, ready for reuse."""
 
-    def __init__(self, backend: Backend | None = None) -> None:
+    def __init__(self, backend: Backend | None = None, *, cpu_share: float | None = None) -> None:
         self.backend: Backend = backend if backend is not None else RayBackend()
+        #: The share of the cluster's CPUs this sweep's groups may hold at once (None: all of them);
+        #: its first trial always runs, whatever it asks for.
+        self.cpu_share = cpu_share
         self.running: dict[str, Slot] = {}  # trial_id -> slot of a running trial
         self._idle: list[Slot] = []  # slots whose trial ended, ready for the next trial
         self._total: dict[str, float] = {}
@@ -96,6 +99,8 @@ class SlotPool:
             if slot.pgf.key() == key:
                 return self._idle.pop(i)
         self.read_cluster_resources()
+        if not self._within_share(pgf):
+            return None
         if not fits(pgf.required(), self._available()):
             if not self._idle:
                 return None
@@ -108,6 +113,14 @@ class SlotPool:
         for name, amount in self._held(extra=slot).items():
             self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
         return slot
+
+    def _within_share(self, pgf: PlacementGroupFactory) -> bool:
+        """Whether a new group of ``pgf`` keeps this sweep within its share of the cluster's CPUs
+        (so that sweeps sharing a cluster all progress: see ``cpu_share``)."""
+        if self.cpu_share is None or not (self.running or self._idle):
+            return True
+        budget = self.cpu_share * self._total.get("CPU", 0.0)
+        return self._held().get("CPU", 0.0) + pgf.required().get("CPU", 0.0) <= budget + 1e-9
 
     def _held(self, extra: Slot | None = None) -> dict[str, float]:
         """The resources of the placement groups this sweep holds (and of ``extra``)."""

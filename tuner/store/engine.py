@@ -5,6 +5,7 @@ identity of a SQLite file (so that a file removed or replaced under the store is
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -179,3 +180,31 @@ class FileIdentity:
         if (st.st_dev, st.st_ino) == (self.device, self.inode):
             return None
         return "was replaced by another file"
+
+    def unwritable(self) -> str | None:
+        """Why the database (its file, journal, WAL or shared-memory file, or their folder) can
+        no longer be written, or None. Asked before each write: SQLite maps the shared-memory
+        file, and a write into a mapped page of a file made immutable kills the process with
+        SIGBUS instead of an error. ``access`` sees immutable files and read-only mounts even
+        for root."""
+        for path in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm", "-journal"))):
+            if not os.access(path, os.W_OK) and os.path.lexists(path):
+                return f"cannot write {path}: {_why_unwritable(path)}"
+        if not os.access(self.path.parent, os.W_OK | os.X_OK):
+            return f"cannot write in {self.path.parent}: {_why_unwritable(self.path.parent)}"
+        return None
+
+
+def _why_unwritable(path: Path) -> str:
+    """The reason a path cannot be written, in the words a user would check it by."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "the file system is read-only"
+        if path.is_file():
+            with open(path, "ab"):
+                pass
+    except OSError as exc:
+        if exc.errno == errno.EPERM:
+            return "it is immutable (chattr +i) or otherwise protected: Operation not permitted"
+        return exc.strerror or type(exc).__name__
+    return "permission denied"

@@ -14,9 +14,9 @@ from . import codec
 from .schema import trial_profiles
 
 __all__ = [
-    "PROFILE_COLUMNS", "RESULT_COLUMNS", "TRIAL_FIELDS", "AddExploit", "AddResults", "AddTrial", "Group", "Op",
-    "RecordCheckpoint", "ResultKey", "ResultRow", "Row", "SaveState", "SaveTrialProfile",
-    "SetExperimentStatus", "UpdateTrial", "text",
+    "PROFILE_COLUMNS", "RESULT_COLUMNS", "TRIAL_FIELDS", "AddExploit", "AddResults", "AddTrial", "Group",
+    "EXPERIMENT_FIELDS", "LatestResult", "Op", "RecordCheckpoint", "ResultKey", "ResultRow", "Row", "SaveState",
+    "SaveTrialProfile", "SetExperimentStatus", "UpdateExperiment", "UpdateTrial", "text",
 ]
 
 #: A row of a table, by column name.
@@ -32,6 +32,8 @@ RESULT_COLUMNS = ("experiment_id", "trial_id", "iteration", "timestamp", "data")
 TRIAL_FIELDS = frozenset(
     {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob", "trial_dir"}
 )
+#: The fields :meth:`Store.update_experiment` may change (who runs it, and its driver's heartbeat).
+EXPERIMENT_FIELDS = frozenset({"owner", "job_id", "job_address", "heartbeat_at"})
 #: The figures of a trial profile row (trial_profiles' columns but its keys).
 PROFILE_COLUMNS = tuple(c.name for c in trial_profiles.columns if c.name not in ("experiment_id", "trial_id"))
 
@@ -99,6 +101,16 @@ class UpdateTrial:
 
 
 @dataclass(frozen=True, slots=True)
+class LatestResult:
+    """A trial's newest result in a batch of writes: its ``last_result`` (and ``metric_value``)
+    as soon as the result is stored, so that readers see a running trial's progress."""
+
+    experiment_id: int
+    text: str  # the result as stored (the results row's data)
+    queued_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class AddResults:
     """Result rows ``(trial_id, iteration, result_dict)`` of an experiment."""
 
@@ -106,10 +118,11 @@ class AddResults:
     rows: Sequence[tuple[str, int, Mapping[str, Any]]]
     queued_at: float
 
-    def add_rows_to(self, out: dict[ResultKey, ResultRow]) -> None:
+    def add_rows_to(self, out: dict[ResultKey, ResultRow], latest: dict[str, LatestResult]) -> None:
         """Add the rows to ``out``, but a (trial_id, iteration) already there (the first write of a
-        result wins, as in the database). A result's timestamp is its ``"timestamp"``, else (none,
-        or not a number) when it was queued."""
+        result wins, as in the database), and each trial's last row to ``latest`` (what its
+        ``last_result`` becomes). A result's timestamp is its ``"timestamp"``, else (none, or not a
+        number) when it was queued."""
         eid = int(self.experiment_id)
         now = self.queued_at
         encode = codec.encode
@@ -117,7 +130,8 @@ class AddResults:
             if type(trial_id) is not str or type(iteration) is not int:
                 trial_id, iteration = str(trial_id), int(iteration)
             key = (trial_id, iteration)
-            if key in out:
+            if key in out:  # replayed in this batch: the row stored stays, the trial is at the replay
+                latest[trial_id] = LatestResult(eid, encode(res), now)
                 continue
             ts = res.get("timestamp", now) if type(res) is dict or isinstance(res, Mapping) else now
             if type(ts) is not float:
@@ -127,7 +141,9 @@ class AddResults:
                     ts = now
             if ts != ts:  # NaN (SQLite would store NULL)
                 ts = now
-            out[key] = (eid, trial_id, iteration, ts, encode(res))
+            data = encode(res)
+            out[key] = (eid, trial_id, iteration, ts, data)
+            latest[trial_id] = LatestResult(eid, data, now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +171,17 @@ class SetExperimentStatus:
     def row(self) -> Row:
         """The experiments row's id and its new columns."""
         return {"id": int(self.experiment_id), "status": text(self.status), "updated_at": self.queued_at}
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateExperiment:
+    """New values of some of an experiment's :data:`EXPERIMENT_FIELDS`."""
+
+    experiment_id: int
+    fields: Mapping[str, Any]
+
+    def row(self) -> Row:
+        return {k: (None if v is None else float(v) if k == "heartbeat_at" else str(v)) for k, v in self.fields.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +243,8 @@ class SaveTrialProfile:
 
 
 Op = Union[
-    AddTrial, UpdateTrial, AddResults, SaveState, SetExperimentStatus, AddExploit, RecordCheckpoint, SaveTrialProfile
+    AddTrial, UpdateTrial, AddResults, SaveState, SetExperimentStatus, UpdateExperiment, AddExploit, RecordCheckpoint,
+    SaveTrialProfile,
 ]
 
 

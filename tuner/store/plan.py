@@ -4,7 +4,8 @@ Ops are merged into as few steps as the order of writes allows: ops on trials ke
 per trial (a trial's add before its update), so each trial op joins the last step of its kind
 that comes after the trial's previous op; state blobs, experiment status, exploits, checkpoints
 and profiles (independent of trials and of each other) form one step each, and all result rows
-(which depend only on their trial existing) go last.
+(which depend only on their trial existing) go last, followed by each trial's newest result as
+its ``last_result``, unless a later update of the trial set that itself.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .ops import (
     AddResults,
     AddTrial,
     Group,
+    LatestResult,
     Op,
     RecordCheckpoint,
     ResultKey,
@@ -26,11 +28,13 @@ from .ops import (
     SaveState,
     SaveTrialProfile,
     SetExperimentStatus,
+    UpdateExperiment,
     UpdateTrial,
 )
 
 __all__ = [
-    "CheckpointUpserts", "ExploitInserts", "ProfileReplaces", "ResultInserts", "StateUpserts", "StatusUpdates",
+    "CheckpointUpserts", "ExperimentUpdates", "ExploitInserts", "LastResults", "ProfileReplaces", "ResultInserts", "StateUpserts",
+    "StatusUpdates",
     "Step", "TrialInserts", "TrialUpdates", "plan",
 ]
 
@@ -99,6 +103,14 @@ class ResultInserts(KeyedStep[ResultKey, ResultRow]):
         return [type(self)(rows) for rows in by_trial.values()]
 
 
+class LastResults(KeyedStep[str, LatestResult]):
+    """trial_id -> the trial's newest stored result, its ``last_result`` from now on."""
+
+
+class ExperimentUpdates(KeyedStep[int, Row]):
+    """experiment_id -> the columns to change (owner, job, heartbeat)."""
+
+
 class StatusUpdates(ListStep):
     """Experiments' new status (the row's id, status and updated_at)."""
 
@@ -109,7 +121,7 @@ class ExploitInserts(ListStep):
 
 Step = Union[
     TrialInserts, TrialUpdates, StateUpserts, StatusUpdates, ExploitInserts, CheckpointUpserts, ProfileReplaces,
-    ResultInserts,
+    ResultInserts, LastResults, ExperimentUpdates,
 ]
 TrialStep = TypeVar("TrialStep", TrialInserts, TrialUpdates)
 
@@ -137,14 +149,16 @@ class _Planner:
         self._touched: dict[str, int] = {}  # trial_id -> index of the last trial step with an op on it
         self._states = StateUpserts()
         self._statuses = StatusUpdates()
+        self._experiments = ExperimentUpdates()
         self._exploits = ExploitInserts()
         self._checkpoints = CheckpointUpserts()
         self._profiles = ProfileReplaces()
         self._results = ResultInserts()
+        self._latest = LastResults()
 
     def add(self, op: Op) -> None:
         if isinstance(op, AddResults):  # the hot path first
-            op.add_rows_to(self._results.rows)
+            op.add_rows_to(self._results.rows, self._latest.rows)
         elif isinstance(op, AddTrial):
             row = op.row()
             trial_id = row["trial_id"]
@@ -156,12 +170,16 @@ class _Planner:
         elif isinstance(op, UpdateTrial):
             row = op.row()
             trial_id = str(op.trial_id)
+            if "last_result" in row:  # written after the trial's results so far: it is the newer
+                self._latest.rows.pop(trial_id, None)
             self._trial_step(TrialUpdates, trial_id).rows.setdefault(trial_id, {}).update(row)
         elif isinstance(op, SaveState):
             row = op.row()
             self._states.put_last((row["experiment_id"], row["key"]), row)  # keep the order of the last writes
         elif isinstance(op, SetExperimentStatus):
             self._statuses.rows.append(op.row())
+        elif isinstance(op, UpdateExperiment):
+            self._experiments.rows.setdefault(int(op.experiment_id), {}).update(op.row())
         elif isinstance(op, AddExploit):
             self._exploits.rows.append(op.row())
         elif isinstance(op, RecordCheckpoint):
@@ -188,7 +206,8 @@ class _Planner:
     def steps(self) -> list[Step]:
         steps: list[Step] = list(self._trial_steps)
         others: tuple[Step, ...] = (
-            self._states, self._statuses, self._exploits, self._checkpoints, self._profiles, self._results,
+            self._states, self._statuses, self._experiments, self._exploits, self._checkpoints, self._profiles, self._results,
+            self._latest,
         )
         steps.extend(step for step in others if step.rows)
         return steps

@@ -11,6 +11,8 @@ Schema versions and their migrations:
                 deleted it); trials.trial_dir
   4   0004      trial_profiles (where each trial's time went: tuner show NAME --profile)
   5   0005      trial_profiles.rollout_start_s (rollout actors' start, apart from sampling)
+  6   0006      experiments.owner, job_id, job_address, heartbeat_at (who started a sweep,
+                as which Ray Job, and whether its driver is still alive)
 ====  ========  =======================================================================
 
 Changing a table: edit it here, bump :data:`SCHEMA_VERSION`, add the Alembic revision that does
@@ -25,10 +27,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 #: The version of the tables below; the ``schema_version`` table of a database holds its version.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Alembic revision id that leaves a database at each schema version.
-REVISIONS: dict[int, str] = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005"}
+REVISIONS: dict[int, str] = {1: "0001", 2: "0002", 3: "0003", 4: "0004", 5: "0005", 6: "0006"}
 
 #: The newest revision (what a database made by :meth:`Store` is stamped with).
 HEAD_REVISION = REVISIONS[SCHEMA_VERSION]
@@ -52,6 +54,12 @@ experiments = sa.Table(
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("owner", sa.String(255), nullable=True),  # who started it: "user@host" (of tuner submit for a job)
+    sa.Column("job_id", sa.String(255), nullable=True),  # its Ray Job (tuner submit), else NULL
+    sa.Column("job_address", sa.Text, nullable=True),  # the Jobs API it was submitted to
+    # Written by a running driver every few seconds: a RUNNING sweep whose heartbeat stopped
+    # lost its driver (killed, its node gone) and is shown as INTERRUPTED.
+    sa.Column("heartbeat_at", sa.Double, nullable=True),
 )
 
 trials = sa.Table(

@@ -33,6 +33,7 @@ from . import reads, writes
 from .engine import FileIdentity, check_schema, check_sqlite_file, open_engine
 from .errors import StoreError, error_line
 from .ops import (
+    EXPERIMENT_FIELDS,
     PROFILE_COLUMNS,
     TRIAL_FIELDS,
     AddExploit,
@@ -42,6 +43,7 @@ from .ops import (
     SaveState,
     SaveTrialProfile,
     SetExperimentStatus,
+    UpdateExperiment,
     UpdateTrial,
 )
 from .urls import check_database_url, default_database_url, mask_url, sqlite_file
@@ -179,6 +181,12 @@ class Store:
         return self._closed
 
     @property
+    def failed(self) -> bool:
+        """Whether the database takes no more writes (removed, unwritable, unreachable): the next
+        call that writes or flushes raises the StoreError that says why."""
+        return self._writer.failed
+
+    @property
     def engine(self) -> Engine:
         """The SQLAlchemy engine (for read-only queries of other tools, e.g. analysis)."""
         return self._engine
@@ -196,7 +204,8 @@ class Store:
             self._closed = True
         _LIVE.discard(self)
         if self._writer.stop(timeout):
-            self._engine.dispose()
+            if not self._writer.abandoned:  # see Writer._fail
+                self._engine.dispose()
         else:
             logger.error("tuner store %s: writer did not stop within %ss", self.url_for_display, timeout)
         self._writer.raise_errors()
@@ -276,6 +285,22 @@ class Store:
         if self._closed:
             self._check_open()
         self._writer.put(SetExperimentStatus(experiment_id, status, time.time()))
+
+    def update_experiment(self, experiment_id: int, **fields: Any) -> None:
+        """Queue a change of an experiment's ``owner`` ("user@host"), ``job_id``, ``job_address``
+        (its Ray Job) or ``heartbeat_at`` (its driver's last sign of life, a Unix time)."""
+        self._check_open()
+        if not EXPERIMENT_FIELDS.issuperset(fields):
+            bad = sorted(set(fields) - EXPERIMENT_FIELDS)
+            raise TypeError(f"update_experiment: unknown field(s) {bad}; allowed: {sorted(EXPERIMENT_FIELDS)}")
+        if fields:
+            self._writer.put(UpdateExperiment(int(experiment_id), dict(fields)))
+
+    def beat(self, experiment_id: int) -> None:
+        """Queue the heartbeat of the experiment's driver (``heartbeat_at`` = now). It never
+        raises: a store that failed tells the sweep's own calls, not the heartbeat's thread."""
+        if not self._closed:
+            self._writer.put(UpdateExperiment(int(experiment_id), {"heartbeat_at": time.time()}), quiet=True)
 
     def add_exploit(
         self,
@@ -412,8 +437,8 @@ class Store:
         keeps that metric's finite value in each last result in ``trials.metric_value``. For any
         other metric, or with ``filter_nan_and_inf=False``, every last result is decoded here.
 
-        It reads ``trials.last_result``, which the controller writes when a trial changes status:
-        during a run, a running trial counts with its result at its last status change.
+        It reads ``trials.last_result``: each trial's newest stored result (written with the
+        results, and when the trial changes status), so a running trial counts with its latest.
         """
         self._check_open()
         if mode not in ("max", "min"):

@@ -6,6 +6,7 @@ writing a batch piece by piece where a piece cannot be stored. Errors are kept f
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import queue
 import threading
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .engine import DbLock, FileIdentity
-from .errors import StoreError
+from .errors import StoreError, error_line
 from .ops import AddResults, Group, Op
 from .plan import Step, plan
 from .writes import Statements
@@ -28,6 +29,25 @@ logger = logging.getLogger(__name__)
 
 _MAX_BATCH_ROWS = 50_000  # commit at least this often under a flood of results
 _RETRIES = (0.05, 0.25, 1.0)  # back-off for operational (connection/lock) errors
+
+
+class _LostConnectionEcho(logging.Filter):
+    """psycopg warns "error ignored terminating <Pipeline>" when a statement's connection is
+    lost; in a writer thread that error is already the one the store handles (retried, then
+    reported in one line), so the echo is dropped there, and only there."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.threadName or "").startswith("tuner-store-writer") or not str(record.msg).startswith(
+            "error ignored terminating")
+
+
+logging.getLogger("psycopg").addFilter(_LostConnectionEcho())
+
+
+def _never_free(obj: object) -> None:
+    """Keep ``obj`` alive until the process ends, interpreter shutdown included (where module
+    globals are cleared): one reference that nothing ever gives back."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
 
 
 class _Flush:
@@ -92,15 +112,23 @@ class Writer:
         self._grouping_thread = 0
         self._stopped = False
         self._conn: Connection | None = None  # the writer thread's own
+        self._abandoned = False
         self.thread = threading.Thread(target=self._main, name=f"tuner-store-writer[{display}]", daemon=True)
         self.thread.start()
 
     # --------------------------------------------------------------------------- callers' side
 
-    def put(self, op: Op) -> None:
-        """Queue ``op`` (or add it to the current :meth:`batch` of this thread)."""
+    @property
+    def failed(self) -> bool:
+        """Whether the database takes no more writes (see :meth:`_fail`)."""
+        return self._fatal is not None
+
+    def put(self, op: Op, *, quiet: bool = False) -> None:
+        """Queue ``op`` (or add it to the current :meth:`batch` of this thread). Once the database
+        takes no more writes the first call says so (a StoreError); ``quiet`` ones never do, so
+        that a helper thread's write cannot take that news from the sweep's own thread."""
         if self._fatal is not None:
-            if not self._fatal_told:
+            if not self._fatal_told and not quiet:
                 self._raise_fatal()
             return  # the database is gone: there is nowhere to write it
         if self._grouping is not None and threading.get_ident() == self._grouping_thread:
@@ -169,7 +197,8 @@ class Writer:
         first = errors[0]
         more = f" (and {len(errors) - 1} more failed writes)" if len(errors) > 1 else ""
         raise StoreError(
-            f"tuner store {self._display}: background write failed: {type(first).__name__}: {first}{more}"
+            f"tuner store {self._display}: background write failed: {type(first).__name__}: "
+            f"{error_line(first, self._engine.url)}{more}"
         ) from first
 
     def _raise_fatal(self) -> None:
@@ -177,7 +206,7 @@ class Writer:
         raise StoreError(f"tuner store {self._display}: {self._fatal}")
 
     def _record(self, e: BaseException) -> None:
-        logger.error("tuner store %s: background write failed: %s", self._display, e)
+        logger.error("tuner store %s: background write failed: %s", self._display, error_line(e, self._engine.url))
         with self._errors_lock:
             self._errors.append(e)
 
@@ -191,7 +220,7 @@ class Writer:
             began = time.perf_counter()
             try:
                 if self._file is not None and self._fatal is None:
-                    self._check_file()
+                    self._check_file(writing=bool(ops))
                 if ops and self._fatal is None:
                     self._write(ops)
             except BaseException as e:  # noqa: BLE001 - never let the writer die
@@ -237,15 +266,35 @@ class Writer:
                 nrows += _weight(item)
         return items
 
-    def _check_file(self) -> None:
-        """Is the SQLite file still the one opened? If not, nothing written would be stored: the
-        store fails for good, at once (see :class:`FileIdentity`)."""
+    def _check_file(self, *, writing: bool) -> None:
+        """Is the SQLite file still the one opened and, when there is something to write, can it
+        be written? If not, nothing written would be stored: the store fails for good, at once
+        (see :class:`FileIdentity`). A store that only reads may read a read-only database."""
         assert self._file is not None
         what = self._file.lost()
-        if what is None:
+        if what is not None:
+            self._fail(f"the database file {self._file.path} {what} while in use; nothing since could be stored")
             return
-        self._fatal = f"the database file {self._file.path} {what} while in use; nothing since could be stored"
-        logger.debug("tuner store %s: %s", self._display, self._fatal)
+        why = self._file.unwritable() if writing else None
+        if why is not None:
+            self._fail(f"{why}; nothing since could be stored", abandon=True)
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether the database's connections were left open for good (see :meth:`_fail`)."""
+        return self._abandoned
+
+    def _fail(self, why: str, *, abandon: bool = False) -> None:
+        """The database takes no more writes: every later call says ``why`` (once), nothing more is
+        tried. With ``abandon`` the connections are left open until the process ends: closing the
+        last one checkpoints the WAL, which writes into SQLite's mapped shared-memory file, and a
+        mapped page of a file that cannot be written any more kills the process with SIGBUS."""
+        self._fatal = why
+        logger.debug("tuner store %s: %s", self._display, why)
+        if abandon:
+            self._abandoned = True
+            _never_free((self._conn, self._engine))
+            return
         self._drop_connection()
         self._engine.dispose()
 
@@ -281,11 +330,17 @@ class Writer:
                     break
                 # The connection may be broken: drop it, and retry the batch on a fresh one.
                 self._drop_connection()
-                if attempt == len(_RETRIES):
-                    self._record(e)
+                if attempt == len(_RETRIES):  # full, read-only, unreachable: it takes no more writes
+                    self._fail(f"cannot write to it: {error_line(e, self._engine.url)}; nothing since could be stored",
+                               abandon=self._file is not None)
                     return
-                logger.warning("tuner store %s: write failed (%s), retrying", self._display, e)
+                logger.debug("tuner store %s: write failed (%s), retrying", self._display,
+                             error_line(e, self._engine.url))
                 time.sleep(_RETRIES[attempt])
+                if self._file is not None:
+                    self._check_file(writing=True)
+                    if self._fatal is not None:
+                        return
         # A permanent error (e.g. a constraint): apply the batch piece by piece so that one bad
         # row costs only its own piece, and report every failure.
         for step in steps:
@@ -293,6 +348,10 @@ class Writer:
                 try:
                     self._commit([piece])
                 except Exception as e:  # noqa: BLE001 - one bad piece is recorded, the others are still written
+                    if self._is_transient(e):  # not the piece: the database
+                        self._fail(f"cannot write to it: {error_line(e, self._engine.url)}; "
+                                   f"nothing since could be stored", abandon=self._file is not None)
+                        return
                     self._record(e)
 
     def _commit(self, steps: list[Step]) -> None:

@@ -17,7 +17,9 @@ from . import codec
 from .ops import RESULT_COLUMNS, ResultRow, Row
 from .plan import (
     CheckpointUpserts,
+    ExperimentUpdates,
     ExploitInserts,
+    LastResults,
     ProfileReplaces,
     ResultInserts,
     StateUpserts,
@@ -93,6 +95,14 @@ _UPDATE_STATUS = (
     .where(experiments.c.id == sa.bindparam("p_id"))
     .values(status=sa.bindparam("p_status"), updated_at=sa.bindparam("p_updated_at"))
 )
+_SET_LAST_RESULT = (
+    trials.update()
+    .where(trials.c.trial_id == sa.bindparam("p_trial_id"))
+    .values(
+        last_result=sa.bindparam("p_last_result"), metric_value=sa.bindparam("p_metric_value"),
+        updated_at=sa.bindparam("p_updated_at"),
+    )
+)
 _SQLITE_INSERT_RESULTS = (
     f"INSERT INTO results ({', '.join(RESULT_COLUMNS)}) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (trial_id, iteration) DO NOTHING"
@@ -152,6 +162,11 @@ class Statements:
             self._upsert(conn, CHECKPOINT_UPSERT, list(step.rows.values()))
         elif isinstance(step, ProfileReplaces):
             self._replace_profiles(conn, list(step.rows.values()))
+        elif isinstance(step, LastResults):
+            self._set_last_results(conn, step)
+        elif isinstance(step, ExperimentUpdates):
+            for eid, values in step.rows.items():
+                conn.execute(experiments.update().where(experiments.c.id == eid).values(values))
         else:
             assert_never(step)
 
@@ -196,6 +211,18 @@ class Statements:
             eid = self._trial_experiment.get(trial_id)
             metric = None if eid is None else self._metrics.of(conn, eid)
             vals["metric_value"] = metric_value(vals["last_result"], metric) if metric else None
+
+    def _set_last_results(self, conn: Connection, step: LastResults) -> None:
+        """Each trial's newest stored result becomes its last_result (and metric_value), so a
+        reader in another process sees a running trial's progress, not its last status change."""
+        params = []
+        for trial_id, latest in step.rows.items():
+            metric = self._metrics.of(conn, latest.experiment_id)
+            params.append({
+                "p_trial_id": trial_id, "p_last_result": latest.text, "p_updated_at": latest.queued_at,
+                "p_metric_value": metric_value(latest.text, metric) if metric else None,
+            })
+        conn.execute(_SET_LAST_RESULT, params)
 
     def _replace_profiles(self, conn: Connection, rows: list[Row]) -> None:
         """Delete the trials' rows, insert the new ones."""

@@ -150,6 +150,7 @@ class TensorBoardExporter(Callback):
         """
         failed: set[str] = set()
         done = False
+        stopped = False  # the logdir cannot be written (a full disk, a read-only one): export no more
         while not done:
             item = self._queue.get()
             while True:
@@ -158,7 +159,10 @@ class TensorBoardExporter(Callback):
                     break
                 fn, args = item
                 try:
-                    fn(*args)
+                    if not stopped:
+                        fn(*args)
+                except OSError as exc:
+                    stopped = self._stop_export(exc)
                 except Exception as exc:  # noqa: BLE001 - the export must not take the sweep down
                     if fn.__name__ not in failed:
                         failed.add(fn.__name__)
@@ -168,13 +172,35 @@ class TensorBoardExporter(Callback):
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-            self._flush_all()
+            try:
+                if not stopped:
+                    self._flush_all()
+            except OSError as exc:
+                stopped = self._stop_export(exc)
             if not done:
                 self._ending.wait(BATCH_S)
         try:
-            self.close()
+            if stopped:
+                self._abandon_writers()
+            else:
+                self.close()
+        except OSError as exc:
+            if not stopped:
+                self._stop_export(exc)
         except Exception as exc:  # noqa: BLE001
             logger.error("TensorBoard export to %s failed while closing: %r", self.logdir, exc, exc_info=exc)
+
+    def _stop_export(self, exc: OSError) -> bool:
+        """Say once, in one line, that the logdir cannot be written and the export stops (the
+        store still has every result: the logs can be rebuilt from it)."""
+        logger.warning("TensorBoard export to %s stopped: %s; tuner.export_tensorboard rebuilds it from the store",
+                       self.logdir, exc.strerror or exc)
+        return True
+
+    def _abandon_writers(self) -> None:
+        """Close the event files without writing what they hold (the logdir takes no writes)."""
+        while self._writers:
+            self._writers.popitem()[1].discard()
 
     def _on_result(self, name: str, config: Mapping[str, Any], result: Mapping[str, Any]) -> None:
         run = self._runs.get(name)

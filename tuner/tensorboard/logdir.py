@@ -115,6 +115,14 @@ class RunWriter:
             self.flush()
             self._file.close()
 
+    def discard(self) -> None:
+        """Close the file, dropping what is not written yet (the logdir takes no more writes)."""
+        self._buffer.clear()
+        try:
+            self._file.close()
+        except OSError:  # what the file object still buffered cannot be written either
+            pass
+
 
 def read_events(path: str | os.PathLike[str]) -> Iterator[event_pb2.Event]:
     """Events of one file (TFRecord framing; CRCs not checked; a torn last record ends it)."""

@@ -15,7 +15,8 @@ from tests.tuner.cli.conftest import cli
 from tuner import tune
 from tuner.store import StoreError, mask_url
 
-READ_VERBS = (["show", "x"], ["best", "x"], ["export", "x", "--format", "csv"], ["tensorboard", "x", "--port", "0"])
+READ_VERBS = (["show", "x"], ["best", "x"], ["export", "x", "--format", "csv"], ["tensorboard", "x", "--port", "0"],
+              ["logs", "x"])
 
 
 def _digest(path) -> str:

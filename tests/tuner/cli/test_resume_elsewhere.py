@@ -74,7 +74,12 @@ def test_resume_of_a_sweep_running_elsewhere_names_its_driver_and_one_started_el
     assert driver.returncode == 0, out + err
     if not flags:
         return
-    # Ended: the second user has no run directory, hence no sweep.yaml; the sweep's is in `first`.
+    # Ended, and its spec not kept in the store (a sweep started from Python, or by an older tuner):
+    # the second user has no run directory, hence no sweep.yaml; the sweep's is in `first`.
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM experiment_state WHERE key = 'cli_spec'"))
+    engine.dispose()
     proc = cli("resume", name, "--storage-path", str(second), *flags)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == (f"tuner: error: sweep {name!r} in {_masked(url)} was started in {first / name}, which "
@@ -85,9 +90,9 @@ def test_resume_of_a_sweep_running_elsewhere_names_its_driver_and_one_started_el
     for storage in [second, first]:
         proc = cli("resume", name, "--storage-path", str(storage), *flags)
         assert proc.returncode == 2, proc.stderr
-        assert proc.stderr == (f"tuner: error: sweep {name!r} in {_masked(url)} was started in {first / name}, "
-                               f"which holds its sweep.yaml and checkpoints and is not on this machine: resume it "
-                               f"on the machine that has it, with "
+        assert proc.stderr == (f"tuner: error: sweep {name!r} in {_masked(url)} keeps no spec in its store, and the "
+                               f"run directory it was started in, {first / name} (its sweep.yaml and checkpoints), "
+                               f"is not on this machine: resume it on the machine that has it, with "
                                f"`tuner resume {name} --storage-path {first} --database-url URL`\n")
     assert not second.exists() and not first.exists()
 

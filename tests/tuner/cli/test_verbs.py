@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import getpass
 import os
 import signal
 import socket
@@ -60,8 +61,9 @@ def test_ls_lists_the_sweep_with_its_trial_counts(real_sweep):
     proc = cli("ls", "--storage-path", str(real_sweep.storage))
     assert proc.returncode == 0, proc.stderr
     header, line = proc.stdout.strip().splitlines()
-    assert header.split() == ["NAME", "STATUS", "TRIALS", "BEST", "CREATED"]
-    assert line.startswith("real ") and "TERMINATED" in line and "6 (1 ERROR, 5 TERMINATED)" in line
+    assert header.split() == ["NAME", "STATUS", "OWNER", "JOB", "TRIALS", "BEST", "CREATED"]
+    assert line.startswith("real ") and "TERMINATED" in line and "6/6 (1 ERROR, 5 TERMINATED)" in line
+    assert line.split()[2] == f"{getpass.getuser()}@{socket.gethostname()}" and line.split()[3] == "-"
     assert "score=" in line
     # the storage path can also come from the environment
     assert "real" in cli("ls", TUNER_STORAGE_PATH=str(real_sweep.storage)).stdout

@@ -120,6 +120,25 @@ def test_fifo_reuses_the_actor_of_an_ended_trial_when_only_one_fits(tmp_path):
     assert ("actor0", "stop") in backend.calls  # the ended trial's trainable was cleaned up first
 
 
+def test_cpu_share_caps_the_cpus_a_sweep_holds_at_once(tmp_path):
+    """Half of a 4-CPU cluster: two 1-CPU trials at a time, each next one in the slot of one that
+    ended (a sweep sharing the cluster keeps the other half)."""
+    trials, _, results, _, backend = sweep(
+        tmp_path, {"rate": grid_search([1.0, 2.0, 3.0, 4.0])}, stop={"training_iteration": 2}, cpu_share=0.5)
+    assert [t.status for t in trials] == ["TERMINATED"] * 4
+    assert all(len(results[t.trial_id]) == 2 for t in trials)
+    assert backend.placed == 2 and backend.released == {"CPU": 2.0}
+    runs = [actor for actor, method in backend.calls if method == "run"]
+    assert set(runs) == {"actor0", "actor1"}
+
+
+def test_cpu_share_smaller_than_one_trial_still_runs_one(tmp_path):
+    trials, _, _, _, backend = sweep(
+        tmp_path, {"rate": grid_search([1.0, 2.0])}, stop={"training_iteration": 1}, cpu_share=0.1)
+    assert [t.status for t in trials] == ["TERMINATED"] * 2
+    assert backend.placed == 1 and backend.released == {"CPU": 1.0}
+
+
 def test_asha_stops_the_worse_trials_at_the_first_rung(tmp_path):
     asha = ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1, reduction_factor=2)
     trials, rows, results, _, _ = sweep(tmp_path, {"rate": grid_search([4.0, 3.0, 2.0, 1.0])}, scheduler=asha)

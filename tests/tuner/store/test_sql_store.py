@@ -635,3 +635,39 @@ def test_one_batch_keeps_the_order_of_writes_per_trial(url):
         assert expected[1]["config_blob"] == b"blob-b"
         assert expected[3] == b"s2" and expected[-1] == 2
         assert store.get_experiment("grouped")["status"] == "RUNNING"
+
+
+def test_a_running_trials_newest_result_is_its_last_result(url):
+    """A reader in another process sees each trial's newest stored result as its last result, and
+    the best trial by it, before any status change; within one batch the last write wins, a
+    result or the controller's own last_result."""
+    with Store(url, flush_interval_s=30.0) as writer, Store(url, create=False) as reader:
+        eid = writer.get_or_create_experiment("live", spec={}, metric="loss", mode="min")
+        writer.add_trial(eid, "t0", 0, {}, "RUNNING")
+        writer.add_trial(eid, "t1", 1, {}, "RUNNING")
+        writer.add_results(eid, [("t0", 1, {"loss": 3.0, "training_iteration": 1})])
+        writer.add_results(eid, [("t0", 2, {"loss": 2.0, "training_iteration": 2}),
+                                 ("t1", 1, {"loss": 1.5, "training_iteration": 1})])
+        writer.flush()
+        last = {t["trial_id"]: t["last_result"] for t in reader.trials(eid)}
+        assert last == {"t0": {"loss": 2.0, "training_iteration": 2}, "t1": {"loss": 1.5, "training_iteration": 1}}
+        best = reader.best_trial(eid, "loss", "min")
+        assert (best["trial_id"], best["metric_value"]) == ("t1", 1.5)
+        assert reader.best_trial(eid, "training_iteration", "max")["trial_id"] == "t0"
+
+        with writer.batch():  # a status change, then a newer result; and the other way round
+            writer.update_trial("t0", status="PAUSED", last_result={"loss": 2.0, "training_iteration": 2})
+            writer.add_results(eid, [("t0", 3, {"loss": 0.5, "training_iteration": 3})])
+            writer.add_results(eid, [("t1", 2, {"loss": 9.0, "training_iteration": 2})])
+            writer.update_trial("t1", status="TERMINATED", last_result={"loss": 1.0, "training_iteration": 1})
+        writer.flush()
+        rows = {t["trial_id"]: t for t in reader.trials(eid)}
+        assert rows["t0"]["last_result"]["loss"] == 0.5 and rows["t0"]["status"] == "PAUSED"
+        assert rows["t1"]["last_result"]["loss"] == 1.0 and rows["t1"]["status"] == "TERMINATED"
+        best = reader.best_trial(eid, "loss", "min")
+        assert (best["trial_id"], best["metric_value"]) == ("t0", 0.5)
+
+        writer.add_results(eid, [("t0", 3, {"loss": 7.0, "training_iteration": 3})])  # replayed after a restore
+        writer.flush()
+        assert [r["loss"] for r in reader.results(eid, "t0")] == [3.0, 2.0, 0.5]  # the first write stays
+        assert reader.best_trial(eid, "loss", "min")["trial_id"] == "t1"  # the trial is at its replay

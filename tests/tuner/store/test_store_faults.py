@@ -101,3 +101,33 @@ def test_a_database_file_removed_while_open_fails_the_store_at_once(tmp_path, ho
     store.close()  # already said: closing is quiet
     assert db.exists() == (how == "replaced")
 
+
+
+def test_an_immutable_sqlite_file_is_read_but_never_written(tmp_path):
+    """A store that only reads may read a protected database; the first write is one StoreError
+    naming the file and the cause, and nothing more is tried (SQLite's mapped shared-memory file
+    would be SIGBUS)."""
+    import subprocess
+
+    url = default_database_url(tmp_path / "run")
+    with Store(url) as store:
+        eid = store.get_or_create_experiment("frozen", spec={}, metric="score", mode="max")
+        store.add_trial(eid, "t0", 0, {"x": 1}, "RUNNING")
+    db = tmp_path / "run" / "tuner.db"
+    done = subprocess.run(["chattr", "+i", str(db)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here: {done.stderr.strip()}")
+    try:
+        store = Store(url, create=False)
+        assert [t["trial_id"] for t in store.trials(eid)] == ["t0"]
+        store.add_results(eid, [("t0", 1, {"score": 1.0})])
+        with pytest.raises(StoreError) as info:
+            store.flush()
+        assert str(info.value) == (f"tuner store {url}: cannot write {db}: it is immutable (chattr +i) or otherwise "
+                                   f"protected: Operation not permitted; nothing since could be stored")
+        store.add_results(eid, [("t0", 2, {"score": 2.0})])  # said once; nothing more is tried
+        store.close()
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    with Store(url, create=False) as store:
+        assert store.results(eid) == []
