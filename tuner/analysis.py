@@ -15,6 +15,7 @@ from schedulers.validation import is_number
 from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
 from tuner.execution.budget import BudgetCut, load_budget_cut
+from tuner.relocation import find_sweep
 from tuner.search.variants import flatten_dict
 from tuner.store import NoSchemaError, Store, default_database_url
 
@@ -46,6 +47,17 @@ class TrialRecord:
         from tuner.trainable.checkpoint import Checkpoint
 
         return Checkpoint(self.checkpoint_path) if self.checkpoint_path else None
+
+
+def _starting(url: str, name: str, run_dir: Path) -> bool:
+    """Whether a driver holds sweep ``name`` now (so that its store without tables is one being made)."""
+    from tuner.execution.sweep_lock import running_driver
+    from tuner.store import StoreError
+
+    try:
+        return running_driver(url, name, run_dir) is not None
+    except (StoreError, ValueError):
+        return False
 
 
 def _finite(value: Any) -> bool:
@@ -106,9 +118,14 @@ class ExperimentAnalysis:
         try:
             self._store = Store(url, create=False)
         except NoSchemaError:
-            # A sweep's first moments: its tuner.db exists, its tables are being created.
-            raise TuneError(f"no sweep yet at {self.experiment_path!r} (its store holds no tuner table)") from None
-        record = self._store.get_experiment(self.name)
+            # A sweep's first moments (its driver holds the sweep, its tables are being created),
+            # else an empty or foreign file: the store's own line says which.
+            if not _starting(url, self.name, path):
+                raise
+            raise TuneError(f"no sweep yet at {self.experiment_path!r} (its store holds no tuner table yet: "
+                            f"its driver is creating it)") from None
+        # A run directory moved or copied with its store is found under its new name (relocation.py).
+        record, self._relocation = find_sweep(self._store, path, own_store=database_url is None)
         if record is None:
             raise TuneError(f"no sweep named {self.name!r} in the store {self._store.url_for_display}")
         self._experiment_id = int(record["id"])
@@ -147,8 +164,8 @@ class ExperimentAnalysis:
                     last_result=row.get("last_result") or {},
                     error=row.get("error"),
                     num_failures=row.get("num_failures") or 0,
-                    checkpoint_path=row.get("checkpoint_path"),
-                    trial_dir=row.get("trial_dir")
+                    checkpoint_path=self._moved(row.get("checkpoint_path")),
+                    trial_dir=self._moved(row.get("trial_dir"))
                     or os.path.join(self.experiment_path, f"{self.spec.get('trainable', 'trial')}_{row['trial_id']}"),
                 )
             )
@@ -311,7 +328,11 @@ class ExperimentAnalysis:
         metrics (the result it was taken with), deleted, deleted_at. Checkpoints deleted by
         retention (``num_to_keep``) are left out unless ``include_deleted``."""
         rows = self._store.checkpoints(self._experiment_id, trial_id)
-        return [r for r in rows if include_deleted or not r["deleted"]]
+        return [{**r, "path": self._moved(r["path"])} for r in rows if include_deleted or not r["deleted"]]
+
+    def _moved(self, path: str | None) -> str | None:
+        """A stored path, read under the sweep's run directory when it was moved or copied since."""
+        return path if self._relocation is None else self._relocation.path(path)
 
     def profile(self) -> dict[str, Any] | None:
         """Where the sweep's wall time went (see :mod:`tuner.execution.profiler`): CPU-seconds per

@@ -28,6 +28,7 @@ from tuner.execution.sweep_lock import SweepLock
 from tuner.execution.trial_naming import TrialNamer
 from tuner.ray_session import check_ray_address, ensure_ray
 from tuner.registry import get_trainable
+from tuner.relocation import adopt_run_dir
 from tuner.run_arguments import check_writable_dir, validate_arguments
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
@@ -139,7 +140,7 @@ def _sigterm_as_interrupt(fn: Callable[..., ExperimentAnalysis]) -> Callable[...
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> ExperimentAnalysis:
-        with signals.graceful_sigterm():
+        with signals.graceful_sigterm(), signals.graceful_sigint():
             analysis = fn(*args, **kwargs)
             signals.raise_if_terminated()
         return analysis
@@ -383,6 +384,8 @@ def _run_sweep(
 ) -> list[Any]:
     """Start Ray, record the sweep in the store, build its controller (adopting the stored trials on
     a resume) and run it; ``started`` follows along for the cleanup of a failure."""
+    if sweep.resume and sweep.database_url is None:  # a run directory moved or copied with its store
+        adopt_run_dir(store, sweep.run_dir, sweep.name)
     started.existing = existing = _existing_sweep(store, sweep.name, sweep.resume)
     ray_began = time.monotonic()
     ensure_ray()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator, TypeGuard
 from schedulers.trial_scheduler import ERROR, TERMINATED, validate_mode
 from schedulers.validation import is_number
 from tuner.analysis import SCOPES, ExperimentAnalysis, TrialRecord
+from tuner.display import short_value
 from tuner.errors import TuneError
 from tuner.execution.checkpoint_manager import CheckpointRecord, rank_checkpoints
 from tuner.search.variants import flatten_dict
@@ -174,7 +175,7 @@ def _number(value: Any) -> TypeGuard[float]:
 def _short(metrics: dict[str, Any]) -> dict[str, Any]:
     skip = ("timestamp", "time_this_iter_s", "trial_id", "done", "config")
     keep = {k: v for k, v in metrics.items() if k not in skip}
-    return dict(list(keep.items())[:6])
+    return short_value(dict(list(keep.items())[:6]))
 
 
 __all__ = ["Result", "ResultGrid"]

@@ -205,8 +205,10 @@ class Tuner:
 def _load_state(run_dir: Path, database_url: str | None) -> bytes | None:
     if database_url is None and not (run_dir / "tuner.db").is_file():
         return None
+    from tuner.relocation import find_sweep
+
     with Store(database_url or default_database_url(run_dir), create=False) as store:
-        experiment = store.get_experiment(run_dir.name)
+        experiment, _ = find_sweep(store, run_dir, own_store=database_url is None)  # moved or copied too
         if experiment is None:
             return None
         return store.load_state(int(experiment["id"]), _STATE_KEY)

@@ -54,10 +54,20 @@ def test_every_metric_nan_is_said_rather_than_a_silent_none(tmp_path, caplog):
 
 def test_loading_a_sweep_before_and_while_its_store_is_created_says_so(tmp_path):
     from tuner.errors import TuneError
+    from tuner.execution.sweep_lock import SweepLock
+    from tuner.store import StoreError, default_database_url
 
     with pytest.raises(TuneError, match="no tuner.db there"):
         ExperimentAnalysis(tmp_path / "starting")
     (tmp_path / "starting").mkdir()
     (tmp_path / "starting" / "tuner.db").touch()  # the sweep has opened its file, no table yet
-    with pytest.raises(TuneError, match="no sweep yet at .*starting.*no tuner table"):
+    lock = SweepLock(default_database_url(tmp_path / "starting"), "starting", tmp_path / "starting").acquire()
+    try:  # its driver holds it: it is starting
+        with pytest.raises(TuneError, match="no sweep yet at .*starting.*no tuner table"):
+            ExperimentAnalysis(tmp_path / "starting")
+    finally:
+        lock.release()
+    # no driver: an empty file, not a tuner database; reading it wrote nothing into it
+    with pytest.raises(StoreError, match="starting/tuner.db is empty: not a tuner database"):
         ExperimentAnalysis(tmp_path / "starting")
+    assert (tmp_path / "starting" / "tuner.db").stat().st_size == 0

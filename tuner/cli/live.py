@@ -15,15 +15,18 @@ import time
 from typing import Any, Mapping, Sequence, TextIO
 
 from tuner.callback import Callback
+from tuner.display import short_text
 from tuner.search.variants import flatten_dict
 
 RATE_WINDOW_S = 10.0
+#: The widest value :func:`fmt` prints (a table cell, a config value in a progress line).
+FMT_WIDTH = 40
 _STATUS_ORDER = ("RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR")
 _STATUS_STYLE = {"RUNNING": "green", "PENDING": "yellow", "PAUSED": "cyan", "TERMINATED": "blue", "ERROR": "red"}
 
 
-def fmt(value: Any) -> str:
-    """A metric or config value in a few characters."""
+def fmt(value: Any, width: int = FMT_WIDTH) -> str:
+    """A metric or config value in a few characters (a long one shortened, saying how long it was)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -32,7 +35,7 @@ def fmt(value: Any) -> str:
         if math.isnan(value) or math.isinf(value):
             return str(value)
         return f"{value:.4g}"
-    return str(value)
+    return short_text(str(value), width)
 
 
 def _elapsed(seconds: float) -> str:

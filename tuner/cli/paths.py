@@ -126,11 +126,14 @@ def check_url_flag(url: str, what: str = "--database-url") -> None:
 
 
 def open_store(ref: SweepRef) -> Any:
-    """The sweep's store, opened for reading; a database that cannot be opened is a CLIError."""
-    from tuner.store import Store, StoreError
+    """The sweep's store, opened for reading (nothing is created or written); a database that
+    cannot be opened is a CLIError."""
+    from tuner.store import NoSchemaError, Store, StoreError
 
     try:
         return Store(ref.url, create=False)
+    except NoSchemaError as exc:  # empty, or no tuner tables: a sweep just starting, or no tuner database
+        raise CLIError(_no_tables(ref, exc), EXIT_FAILED) from None
     except ValueError as exc:  # a malformed URL
         raise CLIError(first_line(exc, ref.url), EXIT_USAGE) from None
     except StoreError as exc:  # it says what and where
@@ -140,16 +143,48 @@ def open_store(ref: SweepRef) -> Any:
                        EXIT_FAILED) from None
 
 
+def _no_tables(ref: SweepRef, exc: BaseException) -> str:
+    """The line for a store without tuner tables: a sweep whose driver is creating them, or the
+    store's own line (an empty file, a database that is no tuner database)."""
+    from tuner.execution.sweep_lock import running_driver
+    from tuner.store import StoreError
+
+    try:
+        holder = running_driver(ref.url, ref.name, ref.run_dir) if ref.name else None
+    except (StoreError, ValueError):
+        holder = None
+    if holder is not None:
+        return f"sweep {ref.name!r} is starting ({holder}): its store has no tables yet; ask again in a moment"
+    return first_line(exc, ref.url)
+
+
 def stored_experiment(ref: SweepRef) -> dict[str, Any]:
-    """The sweep's experiment record (name, spec, metric, ...); a sweep not in its store is a CLIError."""
+    """The sweep's experiment record (name, spec, metric, ...; the spec's paths under ``ref.run_dir``
+    when the run directory was moved or copied there); a sweep not in its store is a CLIError."""
+    from tuner.relocation import find_sweep
+
     store = open_store(ref)
     try:
-        experiment = store.get_experiment(ref.name)
+        experiment, _ = find_sweep(store, ref.run_dir, own_store=ref.database_url is None)
     finally:
         store.close()
     if experiment is None:
-        raise CLIError(f"no sweep named {ref.name!r} in the store {ref.url_for_display}")
+        raise CLIError(not_found(ref))
     return experiment
+
+
+def not_found(ref: SweepRef) -> str:
+    """The line saying that sweep ``ref`` is not in its store, and why when its run directory
+    tells: a sweep of a shared database keeps its name when its folder is moved or copied."""
+    line = f"no sweep named {ref.name!r} in the store {ref.url_for_display}"
+    try:
+        started_as = (read_saved_spec(ref.run_dir) or {}).get("name") if ref.database_url else None
+    except CLIError:  # an unreadable sweep.yaml tells nothing
+        started_as = None
+    if isinstance(started_as, str) and started_as != ref.name:
+        line += (f": {ref.run_dir} holds sweep {started_as!r} (its {SPEC_FILE} says so), moved or copied there; "
+                 f"a sweep in a shared database keeps its name, so name its folder {started_as!r} again")
+    return line
 
 
 def first_line(exc: BaseException, url: str | None = None) -> str:

@@ -26,10 +26,12 @@ from tuner.cli.paths import (
     first_line,
     locate,
     location_flags,
+    not_found,
     open_store,
     stored_experiment,
 )
 from tuner.cli.table import format_table
+from tuner.display import short_value
 from tuner.execution.heartbeat import shown_status
 from tuner.execution.budget import INCOMPLETE
 
@@ -58,7 +60,10 @@ def _analysis(ref: SweepRef) -> Any:
         return ExperimentAnalysis(ref.run_dir, database_url=ref.database_url)
     except StoreError as exc:  # a database that cannot be reached or read, a corrupt file
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
-    except (TuneError, ValueError) as exc:  # no such sweep; a malformed URL
+    except TuneError as exc:  # no such sweep (and why, when its run directory tells)
+        line = first_line(exc, ref.url)
+        raise CLIError(not_found(ref) if line.startswith("no sweep named") else line) from None
+    except ValueError as exc:  # a malformed URL
         raise CLIError(first_line(exc, ref.url)) from None
 
 
@@ -91,10 +96,17 @@ def _when(timestamp: Any) -> str:
 
 
 # -- tuner ls -------------------------------------------------------------------------------------
-def _sweep_rows(store: Any, only: str | None = None) -> Iterator[list[str]]:
-    for experiment in store.list_experiments():
-        if only is not None and experiment["name"] != only:
-            continue
+def _sweep_rows(store: Any, run_dir: Path | None = None, own_store: bool = False) -> Iterator[list[str]]:
+    """One row per sweep of ``store``; with ``run_dir``, that run directory's sweep only, under its
+    name (a run directory moved or copied with its store is listed under its new name)."""
+    if run_dir is None:
+        experiments = store.list_experiments()
+    else:
+        from tuner.relocation import find_sweep
+
+        found, _ = find_sweep(store, run_dir, own_store=own_store)
+        experiments = [] if found is None else [{**found, "name": run_dir.name}]
+    for experiment in experiments:
         trials = store.trials(int(experiment["id"]))
         metric, mode = experiment.get("metric"), experiment.get("mode")
         best = ""
@@ -136,7 +148,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 print(f"tuner: skipping {run_dir.name}: {exc}", file=sys.stderr)
                 continue
             try:
-                rows.extend(_sweep_rows(store, only=run_dir.name))
+                rows.extend(_sweep_rows(store, run_dir, own_store=ref.database_url is None))
             finally:
                 store.close()
     if not rows:
@@ -271,7 +283,7 @@ def _print_best(analysis: Any, metric: str, mode: str) -> None:
         print(f"best: {note or f'no trial has reported {metric!r} yet'}")
     else:
         print(f"best: {best.trial_id} {metric}={fmt(flatten_dict(best.last_result).get(metric))}  "
-              f"config: {json.dumps(jsonable(best.config))}")
+              f"config: {json.dumps(short_value(jsonable(best.config)))}")
         if note:
             print(f"note: {note}")
 
@@ -332,7 +344,7 @@ def cmd_best(args: argparse.Namespace) -> int:
             print(f"best trial: {best.trial_id} ({best.status}), {metric}={fmt(value)} "
                   f"at iteration {best.last_result.get('training_iteration', '?')}")
             print("config:")
-            print("  " + dump(jsonable(best.config), block=True).rstrip().replace("\n", "\n  "))
+            print("  " + dump(short_value(jsonable(best.config)), block=True).rstrip().replace("\n", "\n  "))
     finally:
         analysis.close()
     return EXIT_OK

@@ -15,17 +15,16 @@ from tuner.cli.interrupt import discard_unstarted, mark_interrupted
 from tuner.cli.live import fmt, make_progress
 from tuner.cli.paths import (
     DB_FILE,
-    SPEC_FILE,
     SweepRef,
     first_line,
     has_password,
     locate,
     location_flags,
-    read_saved_spec,
     remember_location,
 )
 from tuner.cli.yaml_io import dump
-from tuner.execution.signals import SweepTerminated, graceful_sigterm
+from tuner.display import short_repr
+from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
 
 
 class SaveSpec(Callback):
@@ -72,7 +71,7 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
         best = analysis.get_best_trial(spec.metric, spec.mode)
         if best is not None:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
-            print(f"best config: {best.config}")
+            print(f"best config: {short_repr(best.config)}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
     silent = [t.trial_id for t in trials if t.status == "TERMINATED" and not t.last_result]
     if silent:
@@ -131,8 +130,9 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
 
 def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
     """Run (or resume) ``spec`` with the live progress; the exit code (143 after SIGTERM, as
-    during the sweep, also while its summary is printed)."""
-    with graceful_sigterm():
+    during the sweep, also while its summary is printed; 130 after Ctrl-C, which is ignored
+    from then on: pressed again, it would cut the saving, or Ray's shutdown at exit, short)."""
+    with graceful_sigterm(), graceful_sigint(ignore_after=True):
         return _run_spec(spec, ref, args, resume)
 
 
@@ -183,15 +183,10 @@ def cmd_resume(args: argparse.Namespace) -> int:
         from tuner.cli.submit_cmd import submit_resume
 
         return submit_resume(args)
-    ref = locate(args.name, args.storage_path, args.database_url)
-    document = read_saved_spec(ref.run_dir)
-    if document is None and ref.database_url is not None:  # a shared store keeps the spec too
-        from tuner.cli import stored_spec
+    from tuner.cli.resume_checks import spec_to_resume
 
-        document = stored_spec.load(ref)
-    if document is None:
-        raise CLIError(f"sweep {ref.name!r} has no {SPEC_FILE} in {ref.run_dir}: it was not started by "
-                       f"`tuner sweep`; resume it from Python with tune.run(..., name={ref.name!r}, resume=True)")
+    ref = locate(args.name, args.storage_path, args.database_url)
+    document = spec_to_resume(ref)  # not running elsewhere, in its store, its spec here or in its store
     document.update(name=ref.name, storage_path=str(ref.run_dir.parent), database_url=ref.database_url)
     spec = spec_mod.validate(document)
     return run_spec(spec, ref, args, resume="ERRORED_ONLY" if args.errored_only else True)

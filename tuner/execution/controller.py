@@ -766,6 +766,13 @@ def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:
 
 
 def _blob(config: dict[str, Any]) -> bytes | None:
+    """The pickle the store keeps beside a config's JSON copy, for the values JSON cannot hold;
+    None for plain data, which the JSON copy gives back exactly (a second whole copy of a big
+    config would only double the store)."""
+    from tuner.store.codec import round_trips
+
+    if round_trips(config):
+        return None
     try:
         return ray.cloudpickle.dumps(config)
     except Exception:  # noqa: BLE001 - the JSON copy is still stored

@@ -8,7 +8,13 @@ import time
 from typing import Any, Sequence, TextIO
 
 from tuner.callback import Callback
+from tuner.display import short_text
 from tuner.execution.trial import Trial
+
+
+def _shown(value: Any) -> str:
+    """A reported value as printed: a long one (a string metric, an array) shortened."""
+    return short_text(str(value))
 
 
 class ProgressReporter(Callback):
@@ -38,13 +44,13 @@ class ProgressReporter(Callback):
         self._results += 1
         if self.verbose >= 3:
             value = result.get(self.metric) if self.metric else None
-            self._print(f"{trial.trial_name} iter {result.get('training_iteration')}: {self.metric}={value}")
+            self._print(f"{trial.trial_name} iter {result.get('training_iteration')}: {self.metric}={_shown(value)}")
 
     def on_trial_end(self, trial: Trial) -> None:
         if self.verbose >= 2:
             value = (trial.last_result or {}).get(self.metric) if self.metric else None
             self._print(f"{trial.trial_name} {trial.status} after {trial.iteration} iterations"
-                        + (f", {self.metric}={value}" if self.metric else ""))
+                        + (f", {self.metric}={_shown(value)}" if self.metric else ""))
 
     def status_line(self, trials: Sequence[Trial]) -> str:
         counts = collections.Counter(t.status for t in trials)

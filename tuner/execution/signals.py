@@ -11,6 +11,11 @@ Inside the controller's loop the signal is only recorded (:func:`deferring`) and
 loop's next pass, at most one wait (0.5 s) later, so it never lands halfway through recording a
 decision. A second SIGTERM while the sweep is being saved is ignored; SIGKILL is the way to cut
 that short, and a resume copes with it too.
+
+Ctrl-C (SIGINT) raises ``KeyboardInterrupt`` at once, as always, but only once per sweep
+(:func:`graceful_sigint`): pressed again while the interrupted sweep is being saved, it is
+ignored, so that the saving is not cut halfway. The ``tuner`` command keeps ignoring it until the
+process ends (Ray's shutdown at exit included), so that it always ends with its own line.
 """
 
 from __future__ import annotations
@@ -82,15 +87,63 @@ def deferring() -> Iterator[None]:
 
 
 def rearm() -> None:
-    """Take SIGTERM back if something replaced the handler (``ray.init`` installs its own); that
-    replacement is what is put back when the sweep ends, as if the sweep had never held the signal."""
-    if not _state.armed or threading.current_thread() is not threading.main_thread():
+    """Take SIGTERM (and SIGINT) back if something replaced the handler (``ray.init`` installs its
+    own for SIGTERM); that replacement is what is put back when the sweep ends, as if the sweep had
+    never held the signal."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _sigint.armed and signal.getsignal(signal.SIGINT) is not _sigint_handler:
+        signal.signal(signal.SIGINT, _sigint_handler)
+    if not _state.armed:
         return
     current = signal.getsignal(signal.SIGTERM)
     if current is not _handler:
         if _state.restore in (signal.SIG_DFL, None):
             _state.restore = current
         signal.signal(signal.SIGTERM, _handler)
+
+
+class _SigintState:
+    def __init__(self) -> None:
+        self.armed = False
+        self.fired = False  # Ctrl-C arrived (raised once)
+        self.warned = False
+
+
+_sigint = _SigintState()
+
+
+def _sigint_handler(signum: int, frame: Any) -> None:
+    if _sigint.fired:
+        if not _sigint.warned:
+            _sigint.warned = True
+            logger.warning("Ctrl-C again: still saving the sweep (SIGKILL ends it now, and a resume copes)")
+        return
+    _sigint.fired = True
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def graceful_sigint(*, ignore_after: bool = False) -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` while inside, once; a repeated one is ignored (main
+    thread only; nested: the outer one holds it). The handler that was there before is put back
+    on the way out, unless Ctrl-C came and ``ignore_after``: then SIGINT stays ignored, for a
+    process that ends now (the CLI)."""
+    if threading.current_thread() is not threading.main_thread() or _sigint.armed:
+        yield
+        return
+    restore = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, _sigint_handler)
+    _sigint.armed, _sigint.fired, _sigint.warned = True, False, False
+    try:
+        yield
+    finally:
+        fired = _sigint.fired
+        _sigint.armed = False
+        if fired and ignore_after:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        else:
+            signal.signal(signal.SIGINT, restore if restore is not None else signal.default_int_handler)
 
 
 @contextlib.contextmanager

@@ -76,6 +76,20 @@ class _FileLock:
             os.close(self._fd)
             self._fd = None
 
+    def holder(self) -> str | None:
+        """Who holds the lock now (None: nobody), found without creating or writing anything."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # no driver ever ran the sweep here
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 256, 0).decode(errors="replace").strip() or "unknown"
+        finally:
+            os.close(fd)  # drops the shared lock, if taken
+        return None
+
 
 class _AdvisoryLock:
     """A PostgreSQL session-level advisory lock on a connection of its own."""
@@ -113,6 +127,21 @@ class _AdvisoryLock:
             raise _busy(self._name, where, holder or "unknown")
         self._engine, self._conn = engine, conn
 
+    def holder(self) -> str | None:
+        """Who holds the lock now (None: nobody), read from ``pg_locks`` without taking it."""
+        where = mask_url(self._url)
+        engine = sa.create_engine(self._url, poolclass=sa.pool.NullPool, connect_args=connect_args(self._url))
+        try:
+            with engine.connect() as conn:
+                schema = conn.execute(sa.text("SELECT current_schema()")).scalar() or ""
+                key = advisory_key(schema, self._name)
+                held = _advisory_holder(conn, key)
+                return None if held is None else (held or "unknown")
+        except sa.exc.DBAPIError as exc:
+            raise StoreError(f"cannot use the database {where}: {error_line(exc, self._url)}") from None
+        finally:
+            engine.dispose()
+
     def release(self) -> None:
         conn, engine, self._conn, self._engine = self._conn, self._engine, None, None
         if conn is not None:
@@ -134,13 +163,14 @@ def advisory_key(schema: str, name: str) -> int:
 
 
 def _advisory_holder(conn: sa.Connection, key: int) -> str | None:
-    """What the session holding advisory lock ``key`` calls itself (best effort)."""
+    """What the session holding advisory lock ``key`` calls itself (best effort): None when no
+    session holds it, "" for one that gave no name (or one whose name this user cannot read)."""
     unsigned = key & 0xFFFFFFFFFFFFFFFF
     try:
         row = conn.execute(
             sa.text(
                 "SELECT a.application_name, host(a.client_addr) FROM pg_locks l "
-                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
                 "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
                 "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                 "AND l.classid = CAST(:hi AS oid) AND l.objid = CAST(:lo AS oid) LIMIT 1"
@@ -149,9 +179,11 @@ def _advisory_holder(conn: sa.Connection, key: int) -> str | None:
         ).first()
     except sa.exc.DBAPIError:
         conn.rollback()
+        return ""
+    if row is None:
         return None
-    if row is None or not row[0]:
-        return None
+    if not row[0]:
+        return ""
     return row[0] + (f" from {row[1]}" if row[1] and row[1] not in ("127.0.0.1", "::1") else "")
 
 
@@ -195,6 +227,36 @@ class SweepLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def running_driver(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> str | None:
+    """The driver running sweep ``name`` now, as its lock tells it (``pid 4242 on node-3``), or
+    None when none runs it. Creates and writes nothing, so any reader of the store may ask.
+
+    A malformed ``database_url`` is a ValueError, a database that cannot be reached a StoreError.
+    """
+    return _probe(database_url, name, run_dir)[1]
+
+
+def check_not_running(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> None:
+    """The :class:`SweepBusyError` a second driver of sweep ``name`` would get, naming the driver
+    that runs it now (``pid 4242 on node-3``), wherever that driver runs; nothing when none does.
+    Creates and writes nothing, so any reader of the store may ask (errors as :func:`running_driver`).
+    """
+    where, holder = _probe(database_url, name, run_dir)
+    if holder is not None:
+        raise _busy(name, where, holder)
+
+
+def _probe(database_url: str | sa.URL, name: str, run_dir: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """(where the lock of sweep ``name`` lives, who holds it or None)."""
+    url = check_database_url(database_url)
+    db_file = sqlite_file(url)
+    if url.get_backend_name() == "postgresql":
+        return mask_url(url), _AdvisoryLock(url, name).holder()
+    where = str(db_file) if db_file is not None else str(run_dir)
+    path = sweep_lock_file(db_file, name) if db_file is not None else Path(run_dir) / LOCK_FILE
+    return where, _FileLock(path, name, where).holder()
 
 
 def sweep_lock_file(db_file: Path, name: str) -> Path:

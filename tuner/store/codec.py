@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
-__all__ = ["encode", "decode"]
+__all__ = ["encode", "decode", "round_trips"]
 
 _MAX_DEPTH = 64
 
@@ -152,3 +152,24 @@ def decode(text: str | bytes | None) -> Any:
         return None
     return _decode(text if isinstance(text, str) else bytes(text).decode("utf-8"))
 
+
+
+def round_trips(obj: Any) -> bool:
+    """Whether ``decode(encode(obj))`` gives ``obj`` back exactly: plain dicts with string keys,
+    lists, strings, numbers, booleans and None, each of the very same type. Never raises."""
+    try:
+        return _same(decode(encode(obj)), obj, 0)
+    except Exception:  # noqa: BLE001 - a value that cannot even be compared is no plain data
+        return False
+
+
+def _same(decoded: Any, obj: Any, depth: int) -> bool:
+    if type(decoded) is not type(obj) or depth > _MAX_DEPTH:
+        return False
+    if isinstance(obj, dict):
+        return list(decoded) == list(obj) and all(_same(decoded[k], obj[k], depth + 1) for k in obj)
+    if isinstance(obj, list):
+        return len(decoded) == len(obj) and all(_same(d, o, depth + 1) for d, o in zip(decoded, obj))
+    if isinstance(obj, float) and obj != obj:  # NaN
+        return decoded != decoded
+    return bool(decoded == obj)

@@ -24,9 +24,9 @@ from sqlalchemy.pool import StaticPool
 from . import migrate, schema
 from .errors import NoSchemaError, StoreError
 from .schema import SCHEMA_VERSION
-from .urls import connect_args, mask_url
+from .urls import connect_args, mask_url, sqlite_file
 
-__all__ = ["DbLock", "FileIdentity", "check_schema", "open_engine"]
+__all__ = ["DbLock", "FileIdentity", "check_schema", "check_sqlite_file", "open_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,9 @@ DbLock = contextlib.AbstractContextManager[Any]
 def open_engine(url: sa.URL, *, create: bool) -> tuple[Engine, DbLock]:
     """The engine of ``url``, and the lock its users hold around each use of a connection: one
     SQLite in-memory database is one connection shared by all threads, so its use is serialized;
-    any other database needs none. ``create`` makes a SQLite file's directory."""
+    any other database needs none. ``create`` makes a SQLite file's directory and puts the file
+    in WAL mode; without it nothing is written to open the database (a tuner database is in WAL
+    mode already: the mode is kept in the file)."""
     if url.get_backend_name() != "sqlite":
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args(url))
         return engine, contextlib.nullcontext()
@@ -49,7 +51,7 @@ def open_engine(url: sa.URL, *, create: bool) -> tuple[Engine, DbLock]:
     elif create and not db.startswith("file:"):
         Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(url, **kwargs)
-    event.listen(engine, "connect", _sqlite_pragmas(wal=not memory))
+    event.listen(engine, "connect", _sqlite_pragmas(wal=create and not memory))
     lock: DbLock = threading.RLock() if memory else contextlib.nullcontext()
     return engine, lock
 
@@ -69,6 +71,17 @@ def _sqlite_pragmas(*, wal: bool) -> Callable[[sqlite3.Connection, object], None
             cur.close()
 
     return set_pragmas
+
+
+def check_sqlite_file(path: Path) -> None:
+    """A SQLite file that a reader is about to open: a StoreError when it does not exist, a
+    NoSchemaError when it is empty (its data not in a WAL file beside it either), since opening
+    it would only make an empty database of it."""
+    if not path.is_file():
+        raise StoreError(f"no tuner database at {path} (the file does not exist)")
+    wal = path.with_name(path.name + "-wal")
+    if path.stat().st_size == 0 and not (wal.is_file() and wal.stat().st_size > 0):
+        raise NoSchemaError(f"{path} is empty: not a tuner database (was the sweep's start interrupted?)")
 
 
 # ------------------------------------------------------------------------------------ schema gate
@@ -116,9 +129,9 @@ def _check_or_create_schema(conn: Connection, url: sa.URL, create: bool, upgrade
                 f"expected schema version {SCHEMA_VERSION}"
             )
         if not create:
-            raise NoSchemaError(
-                f"database {shown} has no tuner schema (create=False); expected schema version {SCHEMA_VERSION}"
-            )
+            file = sqlite_file(url)
+            raise NoSchemaError(f"{file} holds no tuner tables: not a tuner database" if file is not None
+                                else f"database {shown} holds no tuner tables: no sweep is stored there")
         migrate.create_newest(conn)
         return None
     if found == SCHEMA_VERSION:

@@ -12,8 +12,8 @@ class StoreError(RuntimeError):
 
 
 class NoSchemaError(StoreError):
-    """A database opened with ``create=False`` holds no tuner table (yet: the sweep that creates
-    it may be starting right now)."""
+    """A database opened with ``create=False`` (to be read) is empty or holds no tuner table: not
+    a tuner database, or not yet one (the sweep that creates it may be starting right now)."""
 
 
 def error_line(exc: BaseException, url: sa.URL) -> str:

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from . import reads, writes
-from .engine import FileIdentity, check_schema, open_engine
+from .engine import FileIdentity, check_schema, check_sqlite_file, open_engine
 from .errors import StoreError, error_line
 from .ops import (
     EXPERIMENT_FIELDS,
@@ -115,8 +115,8 @@ class Store:
         self._url = check_database_url(url)
         self.url_for_display = mask_url(self._url)
         self._file = sqlite_file(self._url)
-        if self._file is not None and not create and not self._file.is_file():
-            raise StoreError(f"no tuner database at {self._file} (the file does not exist)")
+        if self._file is not None and not create:  # a reader: a missing or empty file is no store
+            check_sqlite_file(self._file)
         self._closed = False
         self._close_lock = threading.Lock()
         self._engine, self._db_lock = open_engine(self._url, create=create)

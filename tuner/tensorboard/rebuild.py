@@ -48,11 +48,12 @@ def export_tensorboard(
         PosixPath('/home/me/tuner_results/ppo_sweep/tensorboard')
     """
     _check_arguments(name_or_path, database_url, logdir, overwrite)
-    run_dir, name = _run_dir_and_name(name_or_path)
+    run_dir, _ = _run_dir_and_name(name_or_path)
+    own_store = database_url is None
     if database_url is None:
         database_url = _database_url_of(run_dir)
     target = _target_logdir(run_dir, logdir, overwrite)
-    sweep = _read_sweep(database_url, name)
+    sweep = _read_sweep(database_url, run_dir, own_store)
     _write_logdir(target, sweep)
     return target
 
@@ -97,12 +98,14 @@ class _StoredSweep:
     exploits: list[dict[str, Any]]
 
 
-def _read_sweep(database_url: str, name: str) -> _StoredSweep:
+def _read_sweep(database_url: str, run_dir: Path, own_store: bool) -> _StoredSweep:
+    from tuner.relocation import find_sweep
+
     store = Store(database_url, create=False)
     try:
-        experiment = store.get_experiment(name)
+        experiment, _ = find_sweep(store, run_dir, own_store=own_store)
         if experiment is None:
-            raise ValueError(f"name_or_path: no sweep named {name!r} in the store {store.url_for_display}")
+            raise ValueError(f"name_or_path: no sweep named {run_dir.name!r} in the store {store.url_for_display}")
         experiment_id = int(experiment["id"])
         trials = store.trials(experiment_id)
         histories = {row["trial_id"]: store.results(experiment_id, trial_id=row["trial_id"]) for row in trials}

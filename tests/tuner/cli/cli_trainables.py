@@ -37,3 +37,9 @@ def checkpointed(config):
         with open(os.path.join(directory, "state.json"), "w") as f:
             json.dump({"i": i}, f)
         tune.report({"score": config["x"] * i}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def echo_note(config):
+    """Reports ``score`` = x and the config's ``note`` (a string of any length) for 2 steps."""
+    for _ in range(2):
+        tune.report({"score": config["x"], "note": config["note"]})

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from tests.conftest import ROOT
 from tests.tuner.cli.conftest import cli
@@ -180,6 +181,11 @@ def test_resume_needs_a_sweep_started_by_the_cli(storage, tmp_path, capsys):
     other = tmp_path / "python_sweep"
     other.mkdir()
     (other / "tuner.db").write_bytes((storage / "real" / "tuner.db").read_bytes())
+    engine = sa.create_engine(f"sqlite:///{other / 'tuner.db'}")  # as tune.run(name="python_sweep") records it
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE experiments SET name = 'python_sweep', spec = json_set(spec, '$.run_dir', :d)"),
+                     {"d": str(other)})
+    engine.dispose()
     assert main(["resume", str(other)]) == 2
     assert "it was not started by `tuner sweep`" in capsys.readouterr().err
 

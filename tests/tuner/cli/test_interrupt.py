@@ -85,3 +85,43 @@ def test_a_signal_leaves_a_sweep_that_resume_finishes(tmp_path, ray_address, sig
     per_trial = _query(db, "SELECT trial_id, COUNT(*), MIN(iteration), MAX(iteration) FROM results GROUP BY trial_id")
     assert len(per_trial) == 4
     assert all(row[1:] == (ITERATIONS, 1, ITERATIONS) for row in per_trial), per_trial
+
+
+
+def test_ctrl_c_pressed_three_times_still_ends_with_one_line_and_exit_130(tmp_path, ray_address):
+    """The second Ctrl-C comes while the sweep is being saved, the third once the CLI has said its
+    line (Ray shuts down at exit): neither cuts anything short or prints a traceback."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC + f"  hold_after: 1\n  release: {tmp_path / 'never'}\n")
+    storage = tmp_path / "results"
+    db = storage / "ctrlc" / "tuner.db"
+    proc = cli_popen("sweep", str(spec), "--name", "ctrlc", "--address", ray_address, "--set",
+                     f"storage_path={storage}")
+    said: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and _query(db, "SELECT COUNT(*) FROM results")[:1] < [(2,)]:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be interrupted: " + proc.communicate()[1]
+        proc.send_signal(signal.SIGINT)
+        while time.monotonic() < deadline and proc.poll() is None and _query(db, "SELECT status FROM experiments") != [
+                ("INTERRUPTED",)]:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)  # the controller has saved the sweep; the CLI is ending it
+        for line in proc.stderr:
+            said.append(line)
+            if line.startswith("tuner: "):
+                break
+        proc.send_signal(signal.SIGINT)  # the CLI has said its line: Ray's shutdown at exit
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(said) + err
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1] == (f"tuner: interrupted; sweep 'ctrlc' is saved and resumable: "
+                                            f"tuner resume ctrlc --storage-path {storage}")
+    assert _query(db, "SELECT status FROM experiments") == [("INTERRUPTED",)]
+    assert set(dict(_query(db, "SELECT trial_id, status FROM trials")).values()) <= {"INTERRUPTED", "PENDING"}
