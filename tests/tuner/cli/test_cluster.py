@@ -1,0 +1,242 @@
+"""`tuner submit` against a real local Ray cluster (`ray start --head` with its Jobs API and token
+authentication) and the local PostgreSQL: the submitting process returns at once, the sweep runs
+on the cluster, and fresh processes follow, stop and resume it through the shared store."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import sqlalchemy as sa
+
+from tests.tuner.cli.cluster import free_port, start_cluster
+from tests.tuner.cli.conftest import cli_env
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+SLOW_TRAIN = '''\
+import json, os, time
+from tuner import tune
+
+
+def train(config):
+    """``iterations`` results of x * i, a checkpoint with each; goes on from its checkpoint."""
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "state.json")) as f:
+            start = json.load(f)["i"]
+    for i in range(start + 1, config["iterations"] + 1):
+        time.sleep(config["sleep"])
+        directory = os.path.join(tune.get_context().get_trial_dir(), f"checkpoint_{i:04d}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "state.json"), "w") as f:
+            json.dump({"i": i}, f)
+        tune.report({"score": config["x"] * i}, checkpoint=tune.Checkpoint.from_directory(directory))
+'''
+
+SLOW_SPEC = """\
+trainable: slowtrain:train
+metric: score
+mode: max
+resources: {cpu: 0.5}
+config:
+  x: {grid_search: [1.0, 2.0]}
+  iterations: ITERATIONS
+  sleep: 0.1
+"""
+
+PPO_SPEC = """\
+trainable: PPO
+metric: episode_return_mean
+mode: max
+stop: {env_steps_total: 2048}
+config:
+  env: CartPole-v1
+  seed: 0
+  lr: {grid_search: [0.001, 0.003]}
+  num_workers: 2
+  num_cpus_for_learner: 0.5
+  num_cpus_per_worker: 0.25
+  train_batch_size: 512
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    left = cluster.stop()
+    assert not left, f"processes outlived the cluster: {left}"
+
+
+@pytest.fixture
+def workdir(tmp_path, postgres_url, monkeypatch):
+    """A user's directory with their trainable module, the shared store in $TUNER_DATABASE_URL."""
+    (tmp_path / "slowtrain.py").write_text(SLOW_TRAIN)
+    monkeypatch.setenv("TUNER_DATABASE_URL", postgres_url)
+    return tmp_path
+
+
+def tuner(workdir: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """`tuner ARGS` in a fresh process, from the user's directory; a sweep submitted from there
+    keeps its run directory (checkpoints, logs) in the test's own folder on the cluster."""
+    if args[:1] == ("submit",):
+        args = (*args, "--storage-path", str(workdir / "cluster_results"))
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=workdir, env=cli_env(**env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def spec(workdir: Path, text: str, name: str = "spec.yaml") -> str:
+    (workdir / name).write_text(text)
+    return name
+
+
+def ls_row(workdir: Path, name: str, **env: str) -> list[str]:
+    proc = tuner(workdir, "ls", **env)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines()[1:]]
+    return next((row for row in rows if row[0] == name), [])
+
+
+def wait_for(condition, what: str, timeout: float = 240, explain=None) -> None:
+    """Poll ``condition`` until it holds; past ``timeout`` fail, with what ``explain()`` says."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}" + (f": {explain()}" if explain else "")
+        time.sleep(0.5)
+
+
+def results(url: str, name: str) -> list[tuple[str, int]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(sa.text(
+                "SELECT r.trial_id, r.iteration FROM results r JOIN experiments e ON e.id = r.experiment_id "
+                "WHERE e.name = :n ORDER BY r.trial_id, r.iteration"), {"n": name})]
+    except sa.exc.ProgrammingError:  # no tables yet
+        return []
+    finally:
+        engine.dispose()
+
+
+def test_a_submitted_ppo_sweep_finishes_on_the_cluster_and_any_process_sees_it(cluster, workdir):
+    proc = tuner(workdir, "submit", spec(workdir, PPO_SPEC), "--name", "ppo", "--address", cluster.address)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the submitting process is gone from here on
+    assert "submitted sweep ppo as Ray Job tuner-ppo-" in proc.stdout and proc.stderr == "", proc.stderr
+    job_id = proc.stdout.split("as Ray Job ")[1].split()[0]
+    wait_for(lambda: ls_row(workdir, "ppo")[1:2] == ["TERMINATED"], "the PPO sweep to finish",
+             explain=lambda: _logs(workdir, "ppo"))
+    row = ls_row(workdir, "ppo")
+    assert row[2] == cli_owner() and row[3] == job_id and row[4] == "2/2", row
+    best = tuner(workdir, "best", "ppo")
+    assert best.returncode == 0 and "episode_return_mean=" in best.stdout, best.stdout + best.stderr
+    logs = tuner(workdir, "logs", "ppo")
+    assert logs.returncode == 0 and "sweep ppo: 2 trials (2 TERMINATED)" in logs.stdout, logs.stdout + logs.stderr
+
+
+def _logs(workdir: Path, name: str) -> str:
+    proc = tuner(workdir, "logs", name)
+    return (proc.stdout + proc.stderr)[-3000:]
+
+
+def cli_owner() -> str:
+    import getpass
+    import socket
+
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def test_stop_then_resume_submit_completes_every_trial_with_no_result_lost_or_twice(cluster, workdir, postgres_url):
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "40"))
+    proc = tuner(workdir, "submit", name, "--name", "stopped", "--address", cluster.address)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_for(lambda: len(results(postgres_url, "stopped")) >= 6, "the first results")
+    again = tuner(workdir, "submit", name, "--name", "stopped", "--address", cluster.address)
+    assert again.returncode == 3 and again.stderr.startswith("tuner: error: sweep 'stopped' is running as job"), \
+        again.stderr
+    stop = tuner(workdir, "stop", "stopped")
+    assert stop.returncode == 0 and "the sweep is INTERRUPTED" in stop.stdout, stop.stdout + stop.stderr
+    assert ls_row(workdir, "stopped")[1] == "INTERRUPTED"
+    cut = len(results(postgres_url, "stopped"))
+    assert 6 <= cut < 80
+    resume = tuner(workdir, "resume", "stopped", "--submit", "--wait", "--address", cluster.address)
+    assert resume.returncode == 0, resume.stdout + resume.stderr
+    assert "job SUCCEEDED: sweep stopped TERMINATED, 2/2 trials ended, best score=80" in resume.stdout, resume.stdout
+    stored = results(postgres_url, "stopped")
+    per_trial: dict[str, list[int]] = {}
+    for trial_id, iteration in stored:
+        per_trial.setdefault(trial_id, []).append(iteration)
+    assert [its for its in per_trial.values()] == [list(range(1, 41))] * 2
+
+
+def test_a_killed_driver_shows_interrupted_within_four_heartbeats(cluster, workdir, postgres_url):
+    beat = {"TUNER_HEARTBEAT_S": "0.5"}  # the driver beats every 0.5 s: stale after 2 s
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "200"))
+    proc = tuner(workdir, "submit", name, "--name", "killed", "--address", cluster.address, **beat)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job_id = proc.stdout.split("as Ray Job ")[1].split()[0]
+    wait_for(lambda: len(results(postgres_url, "killed")) >= 4, "the first results")
+    drivers = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[1:3] == ["-m", "tuner.cli"]
+               and p.environ().get("TUNER_JOB_ID") == job_id]  # the python, not the job's shell around it
+    assert len(drivers) == 1, drivers
+    drivers[0].send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_for(lambda: ls_row(workdir, "killed", **beat)[1:2] == ["INTERRUPTED"], "INTERRUPTED in tuner ls", 60)
+    print(f"shown INTERRUPTED {time.monotonic() - killed_at:.1f} s after the driver was killed")
+
+
+def test_two_sweeps_submitted_at_once_both_progress_and_finish(cluster, workdir, postgres_url):
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "15").replace("[1.0, 2.0]", "[1.0, 2.0, 3.0, 4.0]"))
+    for sweep in ("first", "second"):
+        proc = tuner(workdir, "submit", name, "--name", sweep, "--address", cluster.address)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_for(lambda: all(ls_row(workdir, s)[1:2] == ["TERMINATED"] for s in ("first", "second")), "both sweeps")
+    engine = sa.create_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            spans = {name: (first, last, count) for name, first, last, count in conn.execute(sa.text(
+                "SELECT e.name, min(r.timestamp), max(r.timestamp), count(*) FROM results r JOIN experiments e "
+                "ON e.id = r.experiment_id WHERE e.name IN ('first', 'second') GROUP BY e.name"))}
+    finally:
+        engine.dispose()
+    assert spans["first"][2] == spans["second"][2] == 60
+    # neither waited for the other: each had results before the other's last (cpu_share 0.5 each)
+    assert spans["second"][0] < spans["first"][1] and spans["first"][0] < spans["second"][1], spans
+
+
+def test_bad_submissions_are_one_line_each_and_submit_nothing(cluster, workdir, tmp_path_factory):
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "2"))
+    no_token_home = tmp_path_factory.mktemp("home")
+    cases = [
+        (["--address", f"http://127.0.0.1:{free_port()}"], {}, 1, "cannot reach the Ray Jobs API at http://127.0.0.1:"),
+        (["--address", f"http://{cluster.gcs_address}"], {}, 1, "is that the head node's dashboard"),
+        (["--address", "ray://127.0.0.1:10001"], {}, 2, "is not the Jobs API"),
+        (["--address", cluster.address], {"HOME": str(no_token_home)}, 1, "this machine has no token"),
+        (["--address", cluster.address, "--set", "trainable=notthere:train"], {}, 2,
+         "spec key 'trainable': cannot import module 'notthere'"),
+        (["--address", "http://203.0.113.7:8265"], {"TUNER_DATABASE_URL": ""}, 2,
+         "needs a database both machines reach"),
+    ]
+    jobs_before = _job_count(cluster.address)
+    for flags, env, code, said in cases:
+        proc = tuner(workdir, "submit", name, "--name", "bad", *flags, timeout=120, **env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == code and len(lines) == 1 and lines[0].startswith("tuner: error: "), \
+            (flags, proc.returncode, proc.stderr)
+        assert said is None or said in lines[0], (flags, lines[0])
+    assert _job_count(cluster.address) == jobs_before
+
+
+def _job_count(address: str) -> int:
+    from ray.job_submission import JobSubmissionClient
+
+    from tuner.cluster.auth import use_cluster_token
+
+    use_cluster_token()
+    return len(JobSubmissionClient(address).list_jobs())
