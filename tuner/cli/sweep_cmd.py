@@ -120,9 +120,19 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used
         raise CLIError(f"cannot use the database {ref.url_for_display}: {first_line(exc, ref.url)}",
                        EXIT_FAILED) from None
+    if type(exc).__name__ == "AuthenticationError" and type(exc).__module__ == "ray.exceptions":
+        from tuner.cluster.auth import missing_token_hint
+
+        where = f" at {args.address!r}" if args.address else ""
+        raise CLIError(f"cannot join Ray{where}: {missing_token_hint()}", EXIT_FAILED) from None
     if isinstance(exc, ConnectionError):
         where = f" at {args.address!r}" if args.address else ""
-        raise CLIError(f"cannot start or join Ray{where}: {first_line(exc)}", EXIT_FAILED) from None
+        from tuner.cluster.auth import token_source
+
+        # The cluster answered (the address was probed first) and refused: Ray says no more than this.
+        hint = ("; if the cluster uses token authentication (Ray 2.60's default), copy the head node's "
+                "~/.ray/auth_token here (or set RAY_AUTH_TOKEN)") if args.address and token_source() is None else ""
+        raise CLIError(f"cannot start or join Ray{where}: {first_line(exc)}{hint}", EXIT_FAILED) from None
     if isinstance(exc, OSError):  # e.g. a storage path that cannot be written
         raise CLIError(f"{type(exc).__name__}: {first_line(exc, ref.url)}", EXIT_FAILED) from None
     raise  # noqa: PLE0704 - called from an except block; a bug: its traceback is worth seeing

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +39,7 @@ class Cluster:
     address: str  # the Jobs API, http://127.0.0.1:PORT
     gcs_address: str
     log: Path
+    temp_dir: str
 
     def stop(self) -> list[str]:
         """Stop the cluster; the command lines of processes that outlived it (then killed)."""
@@ -58,6 +61,7 @@ class Cluster:
                 proc.kill()
             except psutil.NoSuchProcess:
                 pass
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
         return left
 
 
@@ -69,15 +73,17 @@ def start_cluster(tmp: Path, cpus: int = 2) -> Cluster:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     log = tmp / "ray_start.log"
+    # A temp dir of its own: a ray.init() elsewhere on this machine must never find and join it.
+    temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths live under it
     command = [
         str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
         f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
-        f"--num-cpus={cpus}", "--disable-usage-stats",
+        f"--num-cpus={cpus}", "--disable-usage-stats", f"--temp-dir={temp_dir}",
     ]
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    cluster = Cluster(process, f"http://127.0.0.1:{dashboard_port}", f"127.0.0.1:{gcs_port}", log)
+    cluster = Cluster(process, f"http://127.0.0.1:{dashboard_port}", f"127.0.0.1:{gcs_port}", log, temp_dir)
     deadline = time.monotonic() + 120
     while not _jobs_api_answers(cluster.address):
         if process.poll() is not None or time.monotonic() > deadline:

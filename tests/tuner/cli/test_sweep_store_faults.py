@@ -176,11 +176,10 @@ def test_a_full_disk_ends_the_sweep_with_one_line_and_resume_finishes_it(tmp_pat
     proc, run_dir, release = start_held_sweep(tmp_path, ray_address, "full", storage=small_disk / "results",
                                               trainable="tests.tuner.cli.test_sweep_store_faults:held")
     filler = small_disk / "filler"
-    with open(filler, "wb") as f:  # every byte left
+    with open(filler, "wb", buffering=0) as f:  # every byte left (unbuffered: closing has nothing to write)
         try:
-            while True:
-                f.write(b"\0" * (1 << 16))
-                f.flush()
+            while f.write(b"\0" * (1 << 16)):
+                pass
         except OSError:
             pass
     out, err = finish(proc, release)
