@@ -103,8 +103,13 @@ class ResultInserts(KeyedStep[ResultKey, ResultRow]):
         return [type(self)(rows) for rows in by_trial.values()]
 
 
+@dataclass(eq=False)
 class LastResults(KeyedStep[str, LatestResult]):
-    """trial_id -> the trial's newest stored result, its ``last_result`` from now on."""
+    """trial_id -> the trial's newest stored result, its ``last_result`` from now on; and the
+    trials whose last_result an update of the batch set after their results (``superseded``:
+    a newest result held back from an earlier batch must not overwrite it)."""
+
+    superseded: set[str] = field(default_factory=set)
 
 
 class ExperimentUpdates(KeyedStep[int, Row]):
@@ -172,6 +177,7 @@ class _Planner:
             trial_id = str(op.trial_id)
             if "last_result" in row:  # written after the trial's results so far: it is the newer
                 self._latest.rows.pop(trial_id, None)
+                self._latest.superseded.add(trial_id)
             self._trial_step(TrialUpdates, trial_id).rows.setdefault(trial_id, {}).update(row)
         elif isinstance(op, SaveState):
             row = op.row()
@@ -209,5 +215,5 @@ class _Planner:
             self._states, self._statuses, self._experiments, self._exploits, self._checkpoints, self._profiles, self._results,
             self._latest,
         )
-        steps.extend(step for step in others if step.rows)
+        steps.extend(step for step in others if step.rows or (step is self._latest and self._latest.superseded))
         return steps

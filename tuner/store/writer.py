@@ -20,7 +20,8 @@ from sqlalchemy.engine import Connection, Engine
 from .engine import DbLock, FileIdentity
 from .errors import StoreError, error_line
 from .ops import AddResults, Group, Op
-from .plan import Step, plan
+from .latest import HeldLatest
+from .plan import LastResults, Step, plan
 from .writes import Statements
 
 __all__ = ["Writer"]
@@ -112,6 +113,7 @@ class Writer:
         self._grouping_thread = 0
         self._stopped = False
         self._conn: Connection | None = None  # the writer thread's own
+        self._held = HeldLatest()  # trials' newest results, written at most every INTERVAL_S
         self._abandoned = False
         self.thread = threading.Thread(target=self._main, name=f"tuner-store-writer[{display}]", daemon=True)
         self.thread.start()
@@ -217,12 +219,14 @@ class Writer:
         while not stop:
             items = self._gather()
             ops = [x for x in items if not isinstance(x, (_Flush, _Stop))]
+            urgent = len(ops) < len(items)  # a flush or the stop waits: nothing is held back
             began = time.perf_counter()
             try:
+                writing = bool(ops) or bool(self._held)
                 if self._file is not None and self._fatal is None:
-                    self._check_file(writing=bool(ops))
-                if ops and self._fatal is None:
-                    self._write(ops)
+                    self._check_file(writing=writing)
+                if writing and self._fatal is None:
+                    self._write(ops, urgent=urgent)
             except BaseException as e:  # noqa: BLE001 - never let the writer die
                 self._record(e)
             finally:
@@ -238,7 +242,10 @@ class Writer:
         """The next batch: the first item and what follows it within the flush interval (all that
         is queued already when a flush or stop is waiting), up to :data:`_MAX_BATCH_ROWS` rows."""
         q = self._queue
-        item = q.get()
+        try:  # held newest results fall due while nothing else comes
+            item = q.get(timeout=self._held.wait_s(time.monotonic()))
+        except queue.Empty:
+            return []
         items = [item]
         urgent = isinstance(item, (_Flush, _Stop))
         nrows = _weight(item)
@@ -319,8 +326,16 @@ class Writer:
         op_error = getattr(dbapi, "OperationalError", None)
         return isinstance(op_error, type) and isinstance(e, op_error)
 
-    def _write(self, ops: list[Op | Group]) -> None:
+    def _write(self, ops: list[Op | Group], *, urgent: bool = False) -> None:
         steps = plan(ops, on_error=self._record)
+        for step in [s for s in steps if isinstance(s, LastResults)]:  # see .latest
+            steps.remove(step)
+            self._held.take(step)
+        due = self._held.due(time.monotonic(), everything=urgent)
+        if due is not None:
+            steps.append(due)
+        if not steps:
+            return
         for attempt in range(len(_RETRIES) + 1):
             try:
                 self._commit(steps)
