@@ -1,8 +1,8 @@
 """A submitted sweep against the same sweep run on the head node: what `tuner submit` costs.
 
 On a local cluster this script starts (`ray start --head` with its Jobs API and token auth, as the
-tests start it), the same one-minute sweep (a function trainable, 4 trials x 60 steps of 0.25 s,
-2 at a time, `cpu_share: 1.0` so both runs may use the whole cluster) runs in turn:
+tests start it), the same one-minute sweep (a function trainable, 4 trials x 120 steps of 0.25 s,
+2 at a time: 60 s of sleeping; `cpu_share: 1.0` so both runs may use the whole cluster) runs in turn:
 
 - head: `tuner sweep SPEC --address GCS`, a driver process on the head node joining the cluster;
 - submitted: `tuner submit SPEC --address http://HEAD:PORT --wait`, the driver as a Ray Job.
@@ -13,7 +13,7 @@ and submitted / head. Runs alternate (head, submitted, head, ...) so that a load
 on both alike. The aim (issue 32): a submitted one-minute sweep within 10% of the head's.
 
     python benchmarks/submit.py                 # 3 runs each
-    python benchmarks/submit.py --repeat 5 --steps 30
+    python benchmarks/submit.py --repeat 5 --steps 60      # a half-minute sweep
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def run(kind: str, workdir: Path, storage: Path, name: str, cluster) -> tuple[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--sleep", type=float, default=0.25)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tuner-bench-submit-"))

@@ -214,7 +214,7 @@ def _stored_spec(ref: SweepRef) -> dict[str, Any] | None:
 
 
 # -- following ------------------------------------------------------------------------------------
-def follow(jobs: Any, ref: SweepRef, job_id: str, *, poll_s: float = 2.0) -> int:
+def follow(jobs: Any, ref: SweepRef, job_id: str, *, poll_s: float = 0.5) -> int:
     """Print the sweep's progress from its store until its job ends (Ctrl-C detaches: the sweep
     goes on); the driver's exit code."""
     last = ""
