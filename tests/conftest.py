@@ -18,6 +18,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def pytest_collection_finish(session):
+    """Start the type check in the background as soon as it is known to be wanted (see test_typecheck)."""
+    if any(item.nodeid.startswith("tests/test_typecheck.py") for item in session.items):
+        from tests.test_typecheck import start_mypy
+
+        start_mypy()
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A local Ray with 2 CPUs, shared by every test that needs Ray."""

@@ -328,9 +328,9 @@ class Writer:
 
     def _write(self, ops: list[Op | Group], *, urgent: bool = False) -> None:
         steps = plan(ops, on_error=self._record)
-        for step in [s for s in steps if isinstance(s, LastResults)]:  # see .latest
-            steps.remove(step)
-            self._held.take(step)
+        for latest in [s for s in steps if isinstance(s, LastResults)]:  # see .latest
+            steps.remove(latest)
+            self._held.take(latest)
         due = self._held.due(time.monotonic(), everything=urgent)
         if due is not None:
             steps.append(due)
