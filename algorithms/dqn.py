@@ -136,6 +136,9 @@ class NumpyQPolicy:
             return a
         return linear(h, self._value) + a - a.mean(-1, keepdims=True)
 
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
         return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
 
@@ -221,6 +224,9 @@ class TorchQPolicy:
         with torch.no_grad():
             return self.module(x.reshape((len(x),) + self.obs_shape)).float().cpu().numpy()
 
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
         return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
 
@@ -278,6 +284,9 @@ class QPolicy:
         if self.device != "cpu":
             self.refresh()
         return {**{k: np.array(v) for k, v in self._arrays().items()}, "__epsilon__": self.epsilons.copy()}
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
         self._actor.epsilon = float(self.epsilons[0])

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.fragment import Fragment
 from algorithms.learner_config import is_builtin, set_lr, to_cpu
 from algorithms.replay_buffer import NStepTransitions, ReplayBuffer
 from algorithms.trainer import DistributedTrainer, check
@@ -150,12 +151,12 @@ class OffPolicyTrainer(DistributedTrainer):
         got = 0
         while got < env_steps:
             for fragment in self.sample(env_steps - got):
-                steps = int(fragment["valid"].sum())
+                steps = fragment.env_steps
                 self.buffer.add(self._transitions(fragment))
-                self.count_batch(steps, fragment["episode_returns"], fragment["episode_lens"])
+                self.count_batch(steps, fragment.episode_returns, fragment.episode_lens)
                 got += steps
 
-    def _transitions(self, fragment: dict[str, Any]) -> dict[str, Any]:
+    def _transitions(self, fragment: Fragment) -> dict[str, Any]:
         """The fragment's n-step transitions, windows continued across each worker's fragments."""
         gamma, n_step = float(self.cfg["gamma"]), int(self.cfg["n_step"])
         if self._assemble is None or (self._assemble.gamma, self._assemble.n_step) != (gamma, n_step):

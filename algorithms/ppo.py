@@ -63,7 +63,8 @@ import numpy as np
 
 from algorithms.learner_config import OPTIMIZERS, is_builtin, make_optimizer, set_lr, to_cpu
 from algorithms.numpy_policy import make_numpy_actor_critic
-from algorithms.trainer import DistributedTrainer, check, concat_fragments
+from algorithms.fragment import Fragment, TrainBatch, concat_batches
+from algorithms.trainer import DistributedTrainer, check
 from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
@@ -110,18 +111,21 @@ PPO_DEFAULTS: dict[str, Any] = {
 # ---------------------------------------------------------------------------------------------
 # Advantages: GAE(lambda), in the rollout worker, on a (time, env) fragment
 # ---------------------------------------------------------------------------------------------
-def compute_gae(fragment: dict[str, Any], gamma: float, lambda_: float) -> dict[str, Any]:
+def compute_gae(fragment: Fragment, gamma: float, lambda_: float) -> TrainBatch:
     """Advantages and value targets of a fragment; returns the flat batch of its real transitions.
 
     ``values[t]`` is V(obs[t]) at sampling time. A step that *terminates* bootstraps with 0; one
     that is *truncated* (time limit) bootstraps with V(final observation), which in NEXT_STEP
     autoreset mode is the value the worker computed at the following reset step (or
     ``last_values`` at the end of the fragment); neither carries the advantage across. Reset
-    steps (``valid`` False) are no transitions and are dropped.
+    steps (``valid`` False) are no transitions and are dropped. The fragment needs its
+    ``last_values``.
     """
-    values, rewards = fragment["values"], fragment["rewards"]
-    terminated, truncated, valid = fragment["terminated"], fragment["truncated"], fragment["valid"]
-    next_values = np.concatenate([values[1:], fragment["last_values"][None].astype(np.float32)])
+    values, rewards = fragment.values, fragment.rewards
+    terminated, truncated, valid = fragment.terminated, fragment.truncated, fragment.valid
+    if fragment.last_values is None:
+        raise ValueError("compute_gae: the fragment has no last_values (a streamed fragment: bootstrap it first)")
+    next_values = np.concatenate([values[1:], fragment.last_values[None].astype(np.float32)])
     # TD errors and the advantage's carry-over factor for every step at once, zero at reset steps:
     # adv[t] = delta[t] + carry[t] * adv[t + 1]
     delta = (rewards + gamma * next_values * ~terminated - values) * valid
@@ -133,18 +137,13 @@ def compute_gae(fragment: dict[str, Any], gamma: float, lambda_: float) -> dict[
         advantages[t] = last
     mask = valid.reshape(-1)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
-    return {
-        "obs": flat(fragment["obs"]),
-        "actions": flat(fragment["actions"]),
-        "logp": flat(fragment["logp"]),
-        "values": flat(values),
-        "advantages": flat(advantages),
-        "returns": flat(advantages + values),
-        "episode_returns": fragment["episode_returns"],
-        "episode_lens": fragment["episode_lens"],
-        "env_steps": int(mask.sum()),
-        "slots": int(mask.size),
-    }
+    env_steps = int(mask.sum())
+    return TrainBatch(
+        obs=flat(fragment.obs), actions=flat(fragment.actions), logp=flat(fragment.logp), values=flat(values),
+        advantages=flat(advantages), returns=flat(advantages + values), is_weight=np.ones(env_steps, np.float32),
+        episode_returns=fragment.episode_returns, episode_lens=fragment.episode_lens, env_steps=env_steps,
+        slots=int(mask.size),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,23 +282,25 @@ class PPO(DistributedTrainer):
             self._numpy_update = None
 
     # -- from fragments to a train batch --------------------------------------------------------
-    def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
+    def postprocess_fragments(self, fragments: list[Fragment]) -> TrainBatch:
         """GAE over each fragment, in the learner. A fragment sampled with older weights (the
         asynchronous case) is judged by the current policy first (see :meth:`_correct_stale`)."""
         current = self.workers.weights_version
         batches = []
         for fragment in fragments:
-            stale = fragment["weights_version"] is not None and fragment["weights_version"] != current
-            is_weight = self._correct_stale(fragment) if stale else None
-            if fragment["last_values"] is None:  # a streamed fragment: bootstrapped by the learner
-                fragment["last_values"] = self.policy.value(np.asarray(fragment["last_obs"], dtype=np.float32))
+            stale = fragment.weights_version is not None and fragment.weights_version != current
+            is_weight = None
+            if stale:
+                fragment, is_weight = self._correct_stale(fragment)
+            elif fragment.last_values is None:  # a streamed fragment: bootstrapped by the learner
+                fragment = fragment.replace(last_values=self.policy.value(np.asarray(fragment.last_obs, np.float32)))
             batch = compute_gae(fragment, float(self.cfg["gamma"]), float(self.cfg["lambda_"]))
-            batch["is_weight"] = is_weight if is_weight is not None else np.ones(batch["env_steps"], np.float32)
-            batch["stale_steps"] = _stale_steps(fragment, current, batch["env_steps"]) if stale else 0
+            if is_weight is not None:
+                batch = batch.replace(is_weight=is_weight, stale_steps=_stale_steps(fragment, current, batch.env_steps))
             batches.append(batch)
-        return concat_fragments(batches)
+        return concat_batches(batches)
 
-    def _correct_stale(self, fragment: dict[str, Any]) -> np.ndarray:
+    def _correct_stale(self, fragment: Fragment) -> tuple[Fragment, np.ndarray]:
         """Make a fragment sampled with older weights one the current policy can learn from.
 
         Decoupled PPO (Hilton et al. 2021), as APPO does with its importance ratio: the values
@@ -307,23 +308,23 @@ class PPO(DistributedTrainer):
         ratio is taken against the current policy ``pi`` rather than the behaviour policy ``mu``
         that sampled the fragment, so the update is trusted around where the learner is, and each
         transition is weighted by ``min(pi(a|s) / mu(a|s), is_ratio_clip)`` for the distribution
-        it was drawn from. Updates ``fragment`` in place (``logp``, ``values``, ``last_values``);
-        returns the weights of its valid transitions, flat.
+        it was drawn from. Returns the fragment with the current policy's ``logp``, ``values`` and
+        ``last_values``, and the weights of its valid transitions, flat.
         """
         import torch
 
-        T, N = fragment["valid"].shape
-        obs = self._tensor(fragment["obs"].reshape(T * N, -1))
-        actions = self.policy.actions_tensor(self._tensor(fragment["actions"].reshape(T * N, -1)))
+        T, N = fragment.valid.shape
+        obs = self._tensor(fragment.obs.reshape(T * N, -1))
+        actions = self.policy.actions_tensor(self._tensor(fragment.actions.reshape(T * N, -1)))
         with torch.no_grad():
             logp, _, values = self.policy.evaluate(obs, actions, with_entropy=False)
-        behaviour_logp = fragment["logp"]
-        fragment["logp"] = logp.cpu().numpy().reshape(T, N)
-        fragment["values"] = values.cpu().numpy().reshape(T, N)
-        fragment["last_values"] = self.policy.value(np.asarray(fragment["last_obs"], dtype=np.float32))
-        mask = fragment["valid"].reshape(-1)
-        log_ratio = (fragment["logp"] - behaviour_logp).reshape(-1)[mask]
-        return np.minimum(np.exp(log_ratio), self.cfg["is_ratio_clip"]).astype(np.float32)
+        current = fragment.replace(
+            logp=logp.cpu().numpy().reshape(T, N), values=values.cpu().numpy().reshape(T, N),
+            last_values=self.policy.value(np.asarray(fragment.last_obs, dtype=np.float32)),
+        )
+        mask = fragment.valid.reshape(-1)
+        log_ratio = (current.logp - fragment.logp).reshape(-1)[mask]
+        return current, np.minimum(np.exp(log_ratio), self.cfg["is_ratio_clip"]).astype(np.float32)
 
     # -- learning rate ---------------------------------------------------------------------------
     def current_lr(self) -> float:
@@ -343,17 +344,17 @@ class PPO(DistributedTrainer):
         return torch.from_numpy(np.array(array, dtype=np.float32)).to(self.device)
 
     # -- the PPO update ---------------------------------------------------------------------------
-    def learn_on_batch(self, batch: dict[str, Any]) -> dict[str, float]:  # arrays and the stale_steps count
+    def learn_on_batch(self, batch: TrainBatch) -> dict[str, float]:
         """``num_epochs`` passes of minibatch SGD over the batch on the clipped PPO objective."""
         import torch
 
         c = self.cfg
         self._apply_lr()
-        advantages = batch["advantages"]
+        advantages = batch.advantages
         if c["normalize_advantages"] and len(advantages) > 1:  # over the train batch, as RLlib
             advantages = (advantages - advantages.mean()) / (advantages.std(ddof=1) + 1e-8)
-        if batch["stale_steps"]:  # the off-policy weights of stale fragments (see _correct_stale)
-            advantages = advantages * batch["is_weight"]
+        if batch.stale_steps:  # the off-policy weights of stale fragments (see _correct_stale)
+            advantages = advantages * batch.is_weight
         n = len(advantages)
         numpy_update = self._numpy_update
         step = self._numpy_step if numpy_update is not None else self._autograd_step
@@ -372,8 +373,8 @@ class PPO(DistributedTrainer):
         (policy_loss, vf_loss), (approx_kl, clip_fraction) = _means(losses), _means(kl_and_clip)
         with torch.no_grad():
             mb = c["minibatch_size"]
-            actions = self.policy.actions_tensor(self._tensor(batch["actions"][:mb].reshape(min(mb, n), -1)))
-            _, entropy, _ = self.policy.evaluate(self._tensor(batch["obs"][:mb]), actions)
+            actions = self.policy.actions_tensor(self._tensor(batch.actions[:mb].reshape(min(mb, n), -1)))
+            _, entropy, _ = self.policy.evaluate(self._tensor(batch.obs[:mb]), actions)
         return {
             "policy_loss": policy_loss,
             "vf_loss": vf_loss,
@@ -382,11 +383,11 @@ class PPO(DistributedTrainer):
             "clip_fraction": clip_fraction,
             "cur_lr": self.current_lr(),
             "num_sgd_updates": len(losses),
-            "stale_fraction": batch["stale_steps"] / max(n, 1),
-            "is_weight_mean": float(batch["is_weight"].mean()) if n else 1.0,
+            "stale_fraction": batch.stale_steps / max(n, 1),
+            "is_weight_mean": float(batch.is_weight.mean()) if n else 1.0,
         }
 
-    def _minibatches(self, batch: dict[str, Any], advantages: np.ndarray) -> Iterator[tuple[bool, tuple[Any, ...]]]:
+    def _minibatches(self, batch: TrainBatch, advantages: np.ndarray) -> Iterator[tuple[bool, tuple[Any, ...]]]:
         """(whether in the last epoch, minibatch) for ``num_epochs`` passes over the batch in a new
         random order each, as :meth:`_numpy_step` and :meth:`_autograd_step` take them (arrays
         for the numpy learner, tensors on the learner's device for torch).
@@ -402,9 +403,9 @@ class PPO(DistributedTrainer):
         num_minibatches = max(1, round(n / c["minibatch_size"]))
         bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
         in_numpy = self._numpy_update is not None
-        obs: Any = np.asarray(batch["obs"], dtype=np.float32).reshape(n, -1)
-        actions: Any = np.asarray(batch["actions"], dtype=np.float32).reshape(n, -1)
-        per_step: Any = np.stack([batch["logp"], batch["values"], batch["returns"], advantages]).astype(np.float32)
+        obs: Any = np.asarray(batch.obs, dtype=np.float32).reshape(n, -1)
+        actions: Any = np.asarray(batch.actions, dtype=np.float32).reshape(n, -1)
+        per_step: Any = np.stack([batch.logp, batch.values, batch.returns, advantages]).astype(np.float32)
         if not in_numpy:
             obs, actions, per_step = (torch.from_numpy(a).to(self.device) for a in (obs, actions, per_step))
         for epoch in range(c["num_epochs"]):
@@ -517,13 +518,13 @@ def _rows(table: Any) -> Any:
     return table.unbind(0) if hasattr(table, "unbind") else table
 
 
-def _stale_steps(fragment: dict[str, Any], current: int, env_steps: int) -> int:
+def _stale_steps(fragment: Fragment, current: int, env_steps: int) -> int:
     """The transitions of a stale fragment sampled with weights older than ``current`` (a
     streamed fragment records each step's version: the steps after new weights arrived are not)."""
-    versions = fragment.get("weights_versions")
+    versions = fragment.weights_versions
     if versions is None:
         return env_steps
-    return int((fragment["valid"] & (np.asarray(versions) != current)[:, None]).sum())
+    return int((fragment.valid & (np.asarray(versions) != current)[:, None]).sum())
 
 
 LEARNERS = ("auto", "torch", "numpy")

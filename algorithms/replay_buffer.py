@@ -25,18 +25,20 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.fragment import TIME_MAJOR, Fragment
+
 FIELDS = ("obs", "actions", "rewards", "next_obs", "discounts")
 
 
-def transitions(fragment: dict[str, Any], gamma: float, n_step: int = 1, starts: int | None = None) -> dict[str, np.ndarray]:
+def transitions(fragment: Fragment, gamma: float, n_step: int = 1, starts: int | None = None) -> dict[str, np.ndarray]:
     """The n-step transitions of a fragment's valid steps, flat (see the module docstring); with
     ``starts``, only of the steps in its first ``starts`` rows."""
-    obs, rewards, valid = fragment["obs"], fragment["rewards"], fragment["valid"]
-    terminated = fragment["terminated"]
-    done = terminated | fragment["truncated"]
+    obs, rewards, valid = fragment.obs, fragment.rewards, fragment.valid
+    terminated = fragment.terminated
+    done = terminated | fragment.truncated
     T = len(valid)
     # obs_after[t] is the observation after step t: the next row, or the fragment's last observation
-    obs_after = np.concatenate([obs[1:], np.asarray(fragment["last_obs"], dtype=obs.dtype)[None]])
+    obs_after = np.concatenate([obs[1:], np.asarray(fragment.last_obs, dtype=obs.dtype)[None]])
     reward_sum = np.zeros(rewards.shape, dtype=np.float32)
     discount = np.ones(rewards.shape, dtype=np.float32)
     ended = np.zeros(rewards.shape, dtype=bool)  # the transition stopped at an episode's end
@@ -65,11 +67,8 @@ def transitions(fragment: dict[str, Any], gamma: float, n_step: int = 1, starts:
         valid[starts:] = False
     mask = valid.reshape(-1)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
-    return {"obs": flat(obs), "actions": flat(fragment["actions"]), "rewards": flat(reward_sum),
+    return {"obs": flat(obs), "actions": flat(fragment.actions), "rewards": flat(reward_sum),
             "next_obs": flat(next_obs), "discounts": flat(discount)}
-
-
-_ROWS = ("obs", "actions", "rewards", "terminated", "truncated", "valid")  # (T, N, ...) per step
 
 
 class NStepTransitions:
@@ -89,22 +88,22 @@ class NStepTransitions:
         if n_step < 1:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
         self.gamma, self.n_step = float(gamma), int(n_step)
-        self._held: dict[Any, dict[str, Any]] = {}  # worker index -> its last rows, not yet transitions
+        self._held: dict[int, Fragment] = {}  # worker index -> its last rows, not yet transitions
 
-    def __call__(self, fragment: dict[str, Any]) -> dict[str, np.ndarray]:
+    def __call__(self, fragment: Fragment) -> dict[str, np.ndarray]:
         if self.n_step == 1:
             return transitions(fragment, self.gamma, 1)
-        key = fragment.get("worker_index", 0)
+        key = fragment.worker_index
         held = self._held.pop(key, None)
         done_before: dict[str, np.ndarray] | None = None
         if held is not None:
             if _continues(held, fragment):
-                fragment = {k: np.concatenate([held[k], fragment[k]]) for k in _ROWS} | {"last_obs": fragment["last_obs"]}
+                fragment = _joined(held, fragment)
             else:
                 done_before = transitions(held, self.gamma, self.n_step)
-        T = len(fragment["valid"])
+        T = fragment.num_steps
         keep = min(self.n_step - 1, T)
-        self._held[key] = {k: fragment[k][T - keep:] for k in _ROWS} | {"last_obs": fragment["last_obs"]}
+        self._held[key] = fragment if keep == T else fragment.split(T - keep)[1]
         out = transitions(fragment, self.gamma, self.n_step, starts=T - keep)
         if done_before is not None:
             out = {k: np.concatenate([done_before[k], out[k]]) for k in FIELDS}
@@ -115,11 +114,18 @@ class NStepTransitions:
         self._held.clear()
 
 
-def _continues(held: dict[str, Any], fragment: dict[str, Any]) -> bool:
+def _joined(held: Fragment, fragment: Fragment) -> Fragment:
+    """``held``'s rows followed by ``fragment``'s, as one fragment (``fragment``'s end)."""
+    rows = {key: np.concatenate([getattr(held, key), getattr(fragment, key)]) for key in TIME_MAJOR
+            if getattr(held, key) is not None and getattr(fragment, key) is not None}
+    return fragment.replace(**rows)
+
+
+def _continues(held: Fragment, fragment: Fragment) -> bool:
     """Whether ``fragment`` goes on from where ``held`` ended: same envs, the observation it
     starts from is the one ``held`` ended on."""
-    first = fragment["obs"][:1]
-    last = np.asarray(held["last_obs"], dtype=first.dtype)[None]
+    first = fragment.obs[:1]
+    last = np.asarray(held.last_obs, dtype=first.dtype)[None]
     return first.shape == last.shape and bool(np.array_equal(first, last))
 
 

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, overload
 import gymnasium as gym
 import numpy as np
 
+from algorithms.fragment import Fragment, RolloutPolicy
 from algorithms.vector_env import SerialVectorEnv
 
 EnvCreator = Callable[[Mapping[str, Any]], gym.Env]
@@ -197,11 +198,11 @@ def _unbox(weights_box: list[Any]) -> Any:
 class RolloutWorker:
     """Samples fragments from ``num_envs`` vector environments with its own copy of the policy.
 
-    ``policy_factory(**policy_kwargs)`` builds the policy: an object with
-    ``act(obs, rng) -> (env_actions, actions, logp, values)`` and ``value(obs) -> values`` on numpy
-    arrays, and ``load_weights(dict of numpy arrays)``. A fragment goes back to the learner as it
-    was sampled, (time, env) arrays and the episodes that ended in it; the learner computes the
-    advantages, with its own current value function when the fragment's weights are behind.
+    ``policy_factory(**policy_kwargs)`` builds the policy, a
+    :class:`~algorithms.fragment.RolloutPolicy` on numpy arrays. A :class:`~algorithms.fragment.Fragment`
+    goes back to the learner as it was sampled, (time, env) arrays and the episodes that ended in
+    it; the learner computes the advantages, with its own current value function when the
+    fragment's weights are behind.
 
     As a Ray actor it may outlive its trial: :meth:`configure` readies it for the next trial of
     the sweep (new seeds, weights, env config), which costs far less than a new process. A
@@ -271,7 +272,7 @@ class RolloutWorker:
         self.num_envs = num_envs
         self.encode = ObsEncoder(self.envs.single_observation_space)
         self._shares_policy = policy is not None  # the learner's own: its fragments are always current
-        self.policy = policy if policy is not None else policy_factory(**policy_kwargs)
+        self.policy: RolloutPolicy = policy if policy is not None else policy_factory(**policy_kwargs)
         bind_worker = getattr(self.policy, "bind_worker", None)
         if bind_worker is not None:  # e.g. DQN's per-worker exploration
             bind_worker(worker_index)
@@ -299,18 +300,18 @@ class RolloutWorker:
     def sample(
         self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
         request: None = None,
-    ) -> dict[str, Any]: ...
+    ) -> Fragment: ...
 
     @overload
     def sample(
         self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
         request: int | None = None,
-    ) -> dict[str, Any] | None: ...
+    ) -> Fragment | None: ...
 
     def sample(
         self, num_steps: int, weights_version: int | None = None, weights_box: list[Any] | None = None,
         request: int | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> Fragment | None:
         """Step every env ``num_steps`` times; returns the fragment (see :meth:`_run`) and stats,
         or None when request number ``request`` was aborted (unnumbered requests never are).
 
@@ -326,11 +327,8 @@ class RolloutWorker:
         fragment = self._run(num_steps, request)
         if fragment is None:
             return None
-        fragment["sample_time_s"] = time.perf_counter() - start
-        fragment["weights_version"] = None if self._shares_policy else self.weights_version
-        fragment["worker_index"] = self.worker_index
-        fragment["node"] = self.node
-        return fragment
+        return fragment.replace(sample_time_s=time.perf_counter() - start, worker_index=self.worker_index,
+                                weights_version=None if self._shares_policy else self.weights_version, node=self.node)
 
     def _raise_configure_error(self) -> None:
         if self._configure_error is not None:
@@ -351,10 +349,8 @@ class RolloutWorker:
         if weights_version != self.weights_version:
             self.set_weights(weights_version, _unbox(weights_box))
         envs, policy, encode, rng, lock = self.envs, self.policy, self.encode, self.rng, self._lock
-        begin_fragment = getattr(policy, "begin_fragment", None)
         identity = encode.identity
-        if begin_fragment is not None:
-            begin_fragment()
+        policy.begin_fragment()
         with lock:
             self._taken_at = time.perf_counter()
         while request > self._abort_upto:
@@ -362,9 +358,9 @@ class RolloutWorker:
             if pending is not None:
                 self._pending_weights = None
                 self.set_weights(*pending)
-            if self._new_fragment and begin_fragment is not None:
+            if self._new_fragment:
                 self._new_fragment = False
-                begin_fragment()
+                policy.begin_fragment()
             obs = self.obs
             env_actions, actions, logp, values = policy.act(obs, rng)
             next_obs, rewards, terminated, truncated, _ = envs.step(env_actions)
@@ -380,7 +376,7 @@ class RolloutWorker:
         before its next step."""
         self._pending_weights = (weights_version, _unbox(weights_box))
 
-    def take(self) -> dict[str, Any] | None:
+    def take(self) -> Fragment | None:
         """The steps a :meth:`stream` sampled since the last take, as a fragment (see
         :meth:`_run`; ``last_values`` is None: the learner computes it with its own weights, and
         ``weights_versions`` holds each step's), or None when there are none yet."""
@@ -398,20 +394,20 @@ class RolloutWorker:
         valid[1:] = ~done[:-1]
         self.prev_done = done[-1].copy()
         returns, lens = self._episode_stats(rewards, valid, done)
-        return {
-            "obs": obs.astype(np.float32, copy=False), "actions": actions, "logp": logp.astype(np.float32, copy=False),
-            "values": values.astype(np.float32, copy=False), "rewards": rewards.astype(np.float32, copy=False),
-            "terminated": terminated, "truncated": truncated, "valid": valid, "last_values": None,
-            "last_obs": last_obs, "episode_returns": returns, "episode_lens": lens,
-            "sample_time_s": self._taken_at - taken_at, "weights_version": int(versions.min()),
-            "weights_versions": versions, "worker_index": self.worker_index, "node": self.node,
-        }
+        return Fragment(
+            obs=obs.astype(np.float32, copy=False), actions=actions, logp=logp.astype(np.float32, copy=False),
+            values=values.astype(np.float32, copy=False), rewards=rewards.astype(np.float32, copy=False),
+            terminated=terminated, truncated=truncated, valid=valid, last_obs=last_obs, last_values=None,
+            episode_returns=returns, episode_lens=lens, sample_time_s=self._taken_at - taken_at,
+            weights_version=int(versions.min()), weights_versions=versions, worker_index=self.worker_index,
+            node=self.node,
+        )
 
     def close(self) -> None:
         self.envs.close()
 
     # -- the sampling loop -------------------------------------------------------------------
-    def _run(self, T: int, request: int | None = None) -> dict[str, Any] | None:
+    def _run(self, T: int, request: int | None = None) -> Fragment | None:
         """The fragment: (T, N) arrays of observations, actions, the behaviour policy's
         log-probabilities and values, rewards, terminated/truncated flags and ``valid`` (False
         at NEXT_STEP reset steps), the last observation and its value, and the returns and lengths
@@ -428,9 +424,7 @@ class RolloutWorker:
         trunc_buf = np.empty((T, N), dtype=bool)
         actions_buf: np.ndarray | None = None
         obs, identity = self.obs, encode.identity
-        begin_fragment = getattr(policy, "begin_fragment", None)
-        if begin_fragment is not None:
-            begin_fragment()
+        policy.begin_fragment()
         # The hot loop: one policy call and one vector-env step per iteration, nothing else.
         for t in range(T):
             if request is not None and request <= self._abort_upto:
@@ -451,20 +445,10 @@ class RolloutWorker:
         valid[1:] = ~done[:-1]
         self.prev_done = done[-1].copy()
         returns, lens = self._episode_stats(reward_buf, valid, done)
-        return {
-            "obs": obs_buf,
-            "actions": actions_buf,
-            "logp": logp_buf,
-            "values": value_buf,
-            "rewards": reward_buf,
-            "terminated": term_buf,
-            "truncated": trunc_buf,
-            "valid": valid,
-            "last_values": last_values,
-            "last_obs": obs,
-            "episode_returns": returns,
-            "episode_lens": lens,
-        }
+        assert actions_buf is not None  # T >= 1
+        return Fragment(obs=obs_buf, actions=actions_buf, logp=logp_buf, values=value_buf, rewards=reward_buf,
+                        terminated=term_buf, truncated=trunc_buf, valid=valid, last_obs=obs, last_values=last_values,
+                        episode_returns=returns, episode_lens=lens)
 
     def _episode_stats(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of the episodes that ended in this fragment, in order of completion.
@@ -499,31 +483,6 @@ class RolloutWorker:
         self.ep_return = np.where(ended, 0.0, self.ep_return) + cum_return[-1] - base_return
         self.ep_len = np.where(ended, 0, self.ep_len) + cum_len[-1] - base_len
         return returns, lens
-
-
-_TIME_MAJOR = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid", "weights_versions")
-
-
-def split_fragment(fragment: dict[str, Any], t: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A streamed fragment (``RolloutWorker.take``) cut before step ``t``: the steps before it
-    and those from it on, each a fragment of its own (the first bootstraps from the observation
-    at ``t``; an episode goes with the part its last step is in)."""
-    T = len(fragment["valid"])
-    if not 0 < t < T:
-        raise ValueError(f"a fragment of {T} steps can only be cut inside, got t={t}")
-    head, tail = dict(fragment), dict(fragment)
-    for key in _TIME_MAJOR:
-        head[key], tail[key] = fragment[key][:t], fragment[key][t:]
-    head["last_obs"] = fragment["obs"][t]
-    head["last_values"] = tail["last_values"] = None
-    ended_before = int((np.nonzero(fragment["terminated"] | fragment["truncated"])[0] < t).sum())  # in order of completion
-    for key in ("episode_returns", "episode_lens"):
-        head[key], tail[key] = fragment[key][:ended_before], fragment[key][ended_before:]
-    head["sample_time_s"] = fragment["sample_time_s"] * t / T
-    tail["sample_time_s"] = fragment["sample_time_s"] - head["sample_time_s"]
-    head["weights_version"] = int(head["weights_versions"].min())
-    tail["weights_version"] = int(tail["weights_versions"].min())
-    return head, tail
 
 
 class EpisodeWindow:

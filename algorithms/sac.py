@@ -158,6 +158,9 @@ class NumpySquashedGaussian:
         h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
         return linear(h, self._mean), np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
 
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
         n = len(obs)
         if explore and self.uniform:
@@ -308,6 +311,9 @@ class SACPolicy:
             self.refresh()
         return {**{k: np.array(v) for k, v in self._arrays().items()},
                 "__uniform__": np.asarray(self._numpy.uniform, dtype=np.float32)}
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False):
         return self._numpy.act(obs, rng, explore=explore)

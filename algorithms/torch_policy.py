@@ -71,6 +71,9 @@ class TorchPolicy:
             dist_inputs, values = self._forward(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device))
         return dist_inputs.float().cpu().numpy(), values.float().cpu().numpy()
 
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(env actions, actions, log-probabilities, values) for a batch of encoded observations."""

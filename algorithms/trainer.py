@@ -33,6 +33,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from algorithms import layout
+from algorithms.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
 from algorithms.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
 from algorithms.worker_group import WorkerGroup, cores_here
@@ -216,11 +217,10 @@ class DistributedTrainer(Trainable):
                   "observation_space": observation_space, "action_space": action_space}
         return policy, make_torch_policy, kwargs
 
-    def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
-        """The train batch made of the fragments the workers returned (see ``RolloutWorker._run``):
-        flat arrays of the transitions to learn from, plus ``env_steps``, ``episode_returns`` and
-        ``episode_lens``. A fragment's ``weights_version`` below ``self.workers.weights_version``
-        was sampled with older weights."""
+    def postprocess_fragments(self, fragments: list[Fragment]) -> TrainBatch:
+        """The train batch made of the fragments the workers returned: the transitions to learn
+        from, flat (see :class:`~algorithms.fragment.TrainBatch`). A fragment's ``weights_version``
+        below ``self.workers.weights_version`` was sampled with older weights."""
         raise NotImplementedError
 
     def rollout_policy(
@@ -238,7 +238,7 @@ class DistributedTrainer(Trainable):
     def build_learner(self) -> None:
         """Create the optimiser and whatever else ``learn_on_batch`` needs."""
 
-    def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def learn_on_batch(self, batch: TrainBatch) -> dict[str, float]:
         raise NotImplementedError
 
     def learner_state(self) -> dict[str, Any]:
@@ -352,7 +352,7 @@ class DistributedTrainer(Trainable):
         return steps, workers
 
     # -- one iteration ------------------------------------------------------------------------
-    def sample(self, env_steps: int) -> list[dict[str, Any]]:
+    def sample(self, env_steps: int) -> list[Fragment]:
         """Fragments holding about ``env_steps`` env steps (reset steps included) from the rollout
         workers: streamed, or sampled on request (synchronously or not, per the config); timed
         into the iteration's ``sample_time_s``."""
@@ -379,7 +379,7 @@ class DistributedTrainer(Trainable):
         An off-policy trainer samples into its replay buffer and learns from that instead."""
         fragments = self.sample(self.cfg["train_batch_size"])
         batch = self.postprocess_fragments(fragments)
-        self.count_batch(int(batch["env_steps"]), batch["episode_returns"], batch["episode_lens"])
+        self.count_batch(batch.env_steps, batch.episode_returns, batch.episode_lens)
         metrics = self.learn_on_batch(batch)
         self.workers.set_weights(self.policy.get_weights)
         return metrics
@@ -483,16 +483,6 @@ def _differs(a: Any, b: Any) -> bool:
         return a is not b
 
 
-def concat_fragments(fragments: list[dict[str, Any]]) -> dict[str, Any]:
-    """One batch from many: arrays concatenated, counts summed."""
-    if len(fragments) == 1:
-        return fragments[0]
-    out: dict[str, Any] = {}
-    for key, value in fragments[0].items():
-        if isinstance(value, np.ndarray):
-            out[key] = np.concatenate([f[key] for f in fragments])
-        elif key in ("env_steps", "slots", "stale_steps"):
-            out[key] = sum(f[key] for f in fragments)
-        elif key == "sample_time_s":
-            out[key] = max(f[key] for f in fragments)
-    return out
+def concat_fragments(batches: list[TrainBatch]) -> TrainBatch:
+    """One train batch of many (see :func:`algorithms.fragment.concat_batches`)."""
+    return concat_batches(batches)

@@ -30,7 +30,8 @@ import ray
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from algorithms.rollout import RolloutWorker, publish_env_creators, split_fragment
+from algorithms.fragment import Fragment
+from algorithms.rollout import RolloutWorker, publish_env_creators
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class WorkerGroup:
         self._streams: dict[int, ray.ObjectRef] = {}  # worker index -> its running stream call
         self._rate: float | None = None  # env steps/s of all streams together, from the last takes
         self._last_take = 0.0
-        self._carry: list[dict[str, Any]] = []  # streamed steps left over from the last batch
+        self._carry: list[Fragment] = []  # streamed steps left over from the last batch
         self._version = 0
         self._last_request = -1
         self._weights_ref: Any = None
@@ -235,12 +236,12 @@ class WorkerGroup:
         ref = actor.sample.remote(num_steps, self._version, [self._weights_ref], self._last_request)
         self._inflight[ref] = (index, actor)
 
-    def _collect(self, num_steps: int, want: int, queue_depth: int) -> list[dict[str, Any]]:
+    def _collect(self, num_steps: int, want: int, queue_depth: int) -> list[Fragment]:
         """Fragments as they arrive, until ``want`` of them; a dead actor is replaced and asked again.
 
         ``queue_depth`` 0: synchronous, nothing is resubmitted; else each actor's queue is kept
         at that many requests."""
-        fragments: list[dict[str, Any]] = []
+        fragments: list[Fragment] = []
         while len(fragments) < want:
             ready, _ = ray.wait(list(self._inflight), num_returns=1)
             ref = ready[0]
@@ -262,7 +263,7 @@ class WorkerGroup:
 
     def sample(
         self, num_steps: int, num_fragments: int, asynchronous: bool, requests_per_worker: int = 1
-    ) -> list[dict[str, Any]]:
+    ) -> list[Fragment]:
         """``num_fragments`` fragments of ``num_steps`` vector steps each.
 
         Synchronous: every actor samples one fragment with the current weights; the call returns
@@ -290,7 +291,7 @@ class WorkerGroup:
         return self._collect(num_steps, len(self.actors), queue_depth=0)
 
     # -- streaming ----------------------------------------------------------------------------
-    def stream(self, min_slots: int) -> list[dict[str, Any]]:
+    def stream(self, min_slots: int) -> list[Fragment]:
         """Fragments holding at least ``min_slots`` env steps (reset steps included, as in
         :meth:`sample`), taken from actors that sample without pause (``RolloutWorker.stream``).
 
@@ -303,8 +304,8 @@ class WorkerGroup:
         stepped: steps beyond that wait for the next batch (see :meth:`_keep`)."""
         self.start_streams()
         carried, self._carry = self._carry, []
-        fresh: list[dict[str, Any]] = []
-        slots = sum(f["valid"].size for f in carried)
+        fresh: list[Fragment] = []
+        slots = sum(f.slots for f in carried)
         took = False
         while not took or slots < min_slots:  # a take every batch, so no backlog builds up in the actors
             took = True
@@ -321,7 +322,7 @@ class WorkerGroup:
             return 0.1  # no rate yet (the actors are starting): look again soon
         return max(0.0, slots / self._rate - (time.perf_counter() - self._last_take))
 
-    def _take_all(self, fragments: list[dict[str, Any]]) -> int:
+    def _take_all(self, fragments: list[Fragment]) -> int:
         """Take every actor's steps into ``fragments`` (replacing a dead actor); returns how many."""
         now = time.perf_counter()
         takes = {actor.take.options(concurrency_group="control").remote(): (index, actor)
@@ -337,7 +338,7 @@ class WorkerGroup:
             if fragment is None:
                 continue
             self._received(index, fragment)
-            taken += fragment["valid"].size
+            taken += fragment.slots
             fragments.append(fragment)
         if taken and self._last_take:  # smoothed: a few slow steps make one interval's count noisy
             rate = taken / max(now - self._last_take, 1e-3)
@@ -345,16 +346,16 @@ class WorkerGroup:
         self._last_take = now
         return taken
 
-    def _keep(self, carried: list[dict[str, Any]], fresh: list[dict[str, Any]], min_slots: int) -> list[dict[str, Any]]:
+    def _keep(self, carried: list[Fragment], fresh: list[Fragment], min_slots: int) -> list[Fragment]:
         """The batch: ``min_slots`` of the steps (or up to 5% more), oldest first: what was left
         over last time, then this batch's takes, each group's fragments cut in the same
         proportion; the rest waits for the next batch. Without this, the first batch of a trial
         would hold everything its actors sampled while the learner set up (fewer updates per env
         step), and a late take would make a big batch."""
-        kept: list[dict[str, Any]] = []
+        kept: list[Fragment] = []
         budget = min_slots
         for group in (carried, fresh):
-            size = sum(f["valid"].size for f in group)
+            size = sum(f.slots for f in group)
             if budget <= 0:
                 self._carry.extend(group)
                 continue
@@ -364,14 +365,14 @@ class WorkerGroup:
                 continue
             share = budget / size
             for fragment in group:
-                steps = len(fragment["valid"])
+                steps = fragment.num_steps
                 cut = math.ceil(steps * share)
                 if cut >= steps:
                     kept.append(fragment)
                 elif cut == 0:
                     self._carry.append(fragment)
                 else:
-                    head, tail = split_fragment(fragment, cut)
+                    head, tail = fragment.split(cut)
                     kept.append(head)
                     self._carry.append(tail)
             budget = 0
@@ -404,7 +405,7 @@ class WorkerGroup:
     @property
     def backlog_steps(self) -> int:
         """Env steps (reset steps included) taken from the streams but left for the next batch."""
-        return sum(f["valid"].size for f in self._carry)
+        return sum(f.slots for f in self._carry)
 
     def pause(self) -> None:
         """Stop the streams; the actors stay, idle, with what they sampled, until the next
@@ -436,11 +437,12 @@ class WorkerGroup:
                 continue
             raise RuntimeError(f"rollout worker {index}: its stream ended without being stopped")
 
-    def _received(self, index: int, fragment: dict[str, Any]) -> None:
+    def _received(self, index: int, fragment: Fragment) -> None:
         if self.start_s is None:
-            self.start_s = time.perf_counter() - self.created_at - fragment["sample_time_s"]
+            self.start_s = time.perf_counter() - self.created_at - fragment.sample_time_s
         self._failures.pop(index, None)
-        self.nodes[index] = fragment["node"]
+        if fragment.node is not None:
+            self.nodes[index] = fragment.node
 
     def stop(self) -> None:
         """Park the actors for the next trainer of this placement group, their requests aborted

@@ -94,8 +94,8 @@ def measure(kind: str, actors: list, num_steps: int, num_envs: int, weights_ref)
         total_steps = sum(steps for steps, _ in outs)
     else:
         outs = ray.get([a.sample.remote(num_steps, 1, [weights_ref]) for a in actors])
-        per_actor = [b["valid"].size / b["sample_time_s"] for b in outs]
-        total_steps = sum(b["valid"].size for b in outs)
+        per_actor = [b.slots / b.sample_time_s for b in outs]
+        total_steps = sum(b.slots for b in outs)
     wall = time.perf_counter() - start
     return statistics.median(per_actor), total_steps / wall
 

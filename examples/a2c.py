@@ -3,7 +3,8 @@
 ``DistributedTrainer`` (algorithms/trainer.py) gives an algorithm its rollout actors (reused
 from trial to trial, replaced when one dies), weights sent every iteration, config checking with
 the key named, episode metrics, checkpoints, a GPU learner and the model contract; the algorithm
-writes what is its own: its keys, how fragments become a train batch, and the update. The
+writes what is its own: its keys, how fragments become a train batch (``algorithms.fragment``), and
+the update. The
 policy is the base's: the module ``config["model"]`` describes (the built-in MLP or the user's),
 as a ``TorchPolicy`` (acting, and the loss's log-probabilities on any action space); this one
 reuses PPO's GAE, and ``make_optimizer`` for ``config["optimizer"]`` (RMSprop, as in the paper).
@@ -17,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from algorithms.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.learner_config import make_optimizer, set_lr
 from algorithms.ppo import compute_gae
-from algorithms.trainer import DistributedTrainer, check, concat_fragments
+from algorithms.trainer import DistributedTrainer, check
 from schedulers.validation import is_number
 
 
@@ -44,25 +46,25 @@ class A2C(DistributedTrainer):
         c = self.cfg
         self.optimizer = make_optimizer(list(self.policy.parameters()), c["optimizer"], c["optimizer_config"], c["lr"])
 
-    def postprocess_fragments(self, fragments: list[dict[str, Any]]) -> dict[str, Any]:
+    def postprocess_fragments(self, fragments: list[Fragment]) -> TrainBatch:
         batches = []
         for fragment in fragments:
-            if fragment["last_values"] is None:  # a streamed fragment: bootstrapped here
-                fragment["last_values"] = self.policy.value(np.asarray(fragment["last_obs"], dtype=np.float32))
+            if fragment.last_values is None:  # a streamed fragment: bootstrapped here
+                fragment = fragment.replace(last_values=self.policy.value(np.asarray(fragment.last_obs, np.float32)))
             batches.append(compute_gae(fragment, float(self.cfg["gamma"]), float(self.cfg["lambda_"])))
-        return concat_fragments(batches)
+        return concat_batches(batches)
 
-    def learn_on_batch(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def learn_on_batch(self, batch: TrainBatch) -> dict[str, float]:
         import torch
 
         c = self.cfg
-        n = int(batch["env_steps"])
+        n = batch.env_steps
         tensor = lambda a: torch.from_numpy(np.array(a, dtype=np.float32)).to(self.device)  # noqa: E731
-        obs = tensor(batch["obs"].reshape(n, -1))
-        actions = self.policy.actions_tensor(tensor(batch["actions"].reshape(n, -1)))
+        obs = tensor(batch.obs.reshape(n, -1))
+        actions = self.policy.actions_tensor(tensor(batch.actions.reshape(n, -1)))
         logp, entropy, values = self.policy.evaluate(obs, actions)
-        policy_loss = -(logp * tensor(batch["advantages"])).mean()
-        vf_loss = 0.5 * (values - tensor(batch["returns"])).pow(2).mean()
+        policy_loss = -(logp * tensor(batch.advantages)).mean()
+        vf_loss = 0.5 * (values - tensor(batch.returns)).pow(2).mean()
         loss = policy_loss + c["vf_loss_coeff"] * vf_loss - c["entropy_coeff"] * entropy.mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

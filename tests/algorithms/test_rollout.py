@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from algorithms import PPO, register_env
+from algorithms.fragment import Fragment
 from algorithms.ppo import compute_gae
 from algorithms.rollout import EpisodeWindow, RolloutWorker, make_vector_env, resolve_env
 from algorithms.vector_env import SerialVectorEnv
@@ -56,6 +57,9 @@ class ValueIsTimePolicy:
     def load_weights(self, weights):
         pass
 
+    def begin_fragment(self):
+        pass
+
 
 def reference_gae(values, rewards, terminated, truncated, valid, last_values, gamma, lam):
     """Per-env, per-step loops: the textbook recursion with NEXT_STEP reset steps skipped."""
@@ -80,19 +84,12 @@ def reference_gae(values, rewards, terminated, truncated, valid, last_values, ga
 
 def _fragment(values, rewards, terminated, truncated, valid, last_values):
     T, N = values.shape
-    return {
-        "obs": np.arange(T * N, dtype=np.float32).reshape(T, N, 1),
-        "actions": np.zeros((T, N), np.int64),
-        "logp": np.zeros((T, N), np.float32),
-        "values": values.astype(np.float32),
-        "rewards": rewards.astype(np.float32),
-        "terminated": terminated,
-        "truncated": truncated,
-        "valid": valid,
-        "last_values": last_values.astype(np.float32),
-        "episode_returns": np.zeros(0),
-        "episode_lens": np.zeros(0, np.int64),
-    }
+    return Fragment(
+        obs=np.arange(T * N, dtype=np.float32).reshape(T, N, 1), actions=np.zeros((T, N), np.int64),
+        logp=np.zeros((T, N), np.float32), values=values.astype(np.float32), rewards=rewards.astype(np.float32),
+        terminated=terminated, truncated=truncated, valid=valid, last_obs=np.zeros((N, 1), np.float32),
+        last_values=last_values.astype(np.float32), episode_returns=np.zeros(0), episode_lens=np.zeros(0, np.int64),
+    )
 
 
 def test_gae_by_hand_truncation_bootstraps_from_final_observation():
@@ -105,10 +102,10 @@ def test_gae_by_hand_truncation_bootstraps_from_final_observation():
     batch = compute_gae(_fragment(values, rewards, terminated, truncated, valid, np.array([0.9])), gamma=0.9, lambda_=0.8)
     adv1 = 1 + 0.9 * 2.0 - 0.6
     adv0 = (1 + 0.9 * 0.6 - 0.5) + 0.9 * 0.8 * adv1
-    np.testing.assert_allclose(batch["advantages"], [adv0, adv1, 1 - 0.7], rtol=1e-6)
-    np.testing.assert_allclose(batch["returns"], batch["advantages"] + np.array([0.5, 0.6, 0.7]), rtol=1e-6)
-    np.testing.assert_array_equal(batch["obs"][:, 0], [0, 1, 3])  # the reset step is dropped
-    assert batch["env_steps"] == 3 and batch["slots"] == 4
+    np.testing.assert_allclose(batch.advantages, [adv0, adv1, 1 - 0.7], rtol=1e-6)
+    np.testing.assert_allclose(batch.returns, batch.advantages + np.array([0.5, 0.6, 0.7]), rtol=1e-6)
+    np.testing.assert_array_equal(batch.obs[:, 0], [0, 1, 3])  # the reset step is dropped
+    assert batch.env_steps == 3 and batch.slots == 4
 
 
 def test_gae_matches_reference_on_random_fragments():
@@ -126,7 +123,7 @@ def test_gae_matches_reference_on_random_fragments():
         values, rewards, last = rng.normal(size=(T, N)), rng.normal(size=(T, N)), rng.normal(size=N)
         batch = compute_gae(_fragment(values, rewards, terminated, truncated, valid, last), gamma=0.97, lambda_=0.9)
         expected = reference_gae(values, rewards, terminated, truncated, valid, last, 0.97, 0.9)
-        np.testing.assert_allclose(batch["advantages"], expected.reshape(-1)[valid.reshape(-1)], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(batch.advantages, expected.reshape(-1)[valid.reshape(-1)], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("truncate", [False, True])
@@ -141,21 +138,21 @@ def test_worker_next_step_autoreset_values_and_episode_stats(truncate):
         policy=ValueIsTimePolicy(),
     )
     fragments = [worker.sample(7) for _ in range(3)]  # episodes cross fragment boundaries
-    returns = np.concatenate([f["episode_returns"] for f in fragments])
-    lens = np.concatenate([f["episode_lens"] for f in fragments])
+    returns = np.concatenate([f.episode_returns for f in fragments])
+    lens = np.concatenate([f.episode_lens for f in fragments])
     # Per env, 21 steps: episodes of 1, 2, 3, 4, 5, 1 steps and a reset step after each of the
     # first five (NEXT_STEP); the 2 envs run in lockstep.
     np.testing.assert_array_equal(returns, [1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 1, 1])
     np.testing.assert_array_equal(lens, returns)
     for f in fragments:
-        done = f["terminated"] | f["truncated"]
-        assert not (done & ~f["valid"]).any()
-        assert (f["terminated"].any() != truncate) or not done.any()
+        done = f.terminated | f.truncated
+        assert not (done & ~f.valid).any()
+        assert (f.terminated.any() != truncate) or not done.any()
         # At each reset step the worker acted on the final observation: V = episode length.
-        t, i = np.nonzero(~f["valid"])
-        assert (f["values"][t, i] >= 1).all()
-        assert (f["rewards"][~f["valid"]] == 0).all()
-    assert sum(int(f["valid"].sum()) for f in fragments) == 2 * (21 - 5)
+        t, i = np.nonzero(~f.valid)
+        assert (f.values[t, i] >= 1).all()
+        assert (f.rewards[~f.valid] == 0).all()
+    assert sum(int(f.valid.sum()) for f in fragments) == 2 * (21 - 5)
 
 
 def test_episode_window_keeps_the_last_100_completed_episodes():
@@ -232,31 +229,3 @@ def test_episode_stats_match_a_step_by_step_count_across_fragments():
         np.testing.assert_allclose(returns, expected_returns, rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(lens, expected_lens)
         np.testing.assert_allclose(worker.ep_return, ref_return, rtol=1e-5, atol=1e-5)
-
-
-def test_a_streamed_fragment_cut_in_two_keeps_every_step_and_episode_once():
-    import numpy as np
-
-    from algorithms.rollout import split_fragment
-
-    T, N = 6, 2
-    done = np.zeros((T, N), dtype=bool)
-    done[1, 0] = done[4, 1] = True  # episodes end at t=1 (env 0), then t=4 (env 1)
-    fragment = {
-        "obs": np.arange(T * N * 3, dtype=np.float32).reshape(T, N, 3), "actions": np.zeros((T, N), np.int64),
-        "logp": np.zeros((T, N), np.float32), "values": np.zeros((T, N), np.float32),
-        "rewards": np.ones((T, N), np.float32), "terminated": done, "truncated": np.zeros((T, N), bool),
-        "valid": np.ones((T, N), bool), "last_values": None, "last_obs": np.full((N, 3), -1.0, np.float32),
-        "episode_returns": np.array([2.0, 5.0]), "episode_lens": np.array([2, 5]), "sample_time_s": 0.6,
-        "weights_versions": np.array([3, 3, 4, 4, 4, 4]), "weights_version": 3, "worker_index": 1, "node": "n",
-    }
-    head, tail = split_fragment(fragment, 3)
-    assert head["valid"].shape == (3, N) and tail["valid"].shape == (3, N)
-    np.testing.assert_array_equal(head["last_obs"], fragment["obs"][3])  # bootstraps where the tail starts
-    np.testing.assert_array_equal(tail["last_obs"], fragment["last_obs"])
-    assert head["episode_returns"].tolist() == [2.0] and tail["episode_returns"].tolist() == [5.0]
-    assert (head["weights_version"], tail["weights_version"]) == (3, 4)
-    assert head["sample_time_s"] + tail["sample_time_s"] == pytest.approx(0.6)
-    np.testing.assert_array_equal(np.concatenate([head["obs"], tail["obs"]]), fragment["obs"])
-    with pytest.raises(ValueError, match="t=6"):
-        split_fragment(fragment, 6)

@@ -128,7 +128,7 @@ def test_an_aborted_request_returns_nothing_whether_running_or_queued():
     assert out == [None]
     assert worker.sample(5, request=8) is None  # queued before the abort: cut short too
     fragment = worker.sample(5, request=9)  # after it: sampled as usual
-    assert fragment is not None and fragment["valid"].shape == (5, 1)
+    assert fragment is not None and fragment.valid.shape == (5, 1)
     assert worker.sample(5) is not None  # an unnumbered request (the learner's own worker) never is
 
 
@@ -175,19 +175,19 @@ def test_a_stream_records_each_steps_weights_and_loads_new_ones_between_two_step
     assert worker.take() is None  # nothing recorded yet
     run_steps(5)
     fragment = worker.take()
-    assert fragment["valid"].shape == (5, 1) and fragment["last_values"] is None
-    assert fragment["weights_versions"].tolist() == [1] * 5 and fragment["weights_version"] == 1
+    assert fragment.valid.shape == (5, 1) and fragment.last_values is None
+    assert fragment.weights_versions.tolist() == [1] * 5 and fragment.weights_version == 1
     worker.push_weights(2, [second])
     run_steps(3)  # the step already inside env.step acted with version 1; the next ones with 2
     fragment = worker.take()
-    assert fragment["weights_versions"].tolist() == [1, 2, 2] and fragment["weights_version"] == 1
+    assert fragment.weights_versions.tolist() == [1, 2, 2] and fragment.weights_version == 1
     reference = make_numpy_actor_critic(**policy_kwargs)
     reference.load_weights(second)
-    logits, values, _ = reference.forward(fragment["obs"][1:, 0])
+    logits, values, _ = reference.forward(fragment.obs[1:, 0])
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    taken = fragment["actions"][1:, 0].astype(int).reshape(-1)
-    np.testing.assert_allclose(fragment["logp"][1:, 0], log_probs[np.arange(2), taken], rtol=1e-5)
-    np.testing.assert_allclose(fragment["values"][1:, 0], values.reshape(-1), rtol=1e-5)
+    taken = fragment.actions[1:, 0].astype(int).reshape(-1)
+    np.testing.assert_allclose(fragment.logp[1:, 0], log_probs[np.arange(2), taken], rtol=1e-5)
+    np.testing.assert_allclose(fragment.values[1:, 0], values.reshape(-1), rtol=1e-5)
     worker.abort(3)
     permits.release()
     streaming.join(30)
@@ -317,9 +317,9 @@ def test_rollout_actors_not_up_when_the_wait_ends_start_as_the_streams_run():
         group.wait_until_up(timeout_s=0.0)  # gives up at once: the others wait for the streams
         seen: set[int] = set()
         while seen != {1, 2, 3}:
-            seen.update(int(f["worker_index"]) for f in group.stream(min_slots=16))
+            seen.update(int(f.worker_index) for f in group.stream(min_slots=16))
         assert sorted(group._streams) == [1, 2, 3] and not group._deferred
-        assert all(np.all(f["weights_versions"] == 1) for f in group.stream(min_slots=16))
+        assert all(np.all(f.weights_versions == 1) for f in group.stream(min_slots=16))
         assert ray.get(group.actors[3].ready.options(concurrency_group="control").remote())
     finally:
         group.stop()
