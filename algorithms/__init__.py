@@ -2,15 +2,15 @@
 
 >>> from algorithms import DQN, PPO, SAC, register_env
 
-Importing the package registers ``tuner/SlowCartPole-v1`` with gymnasium (``algorithms/envs.py``).
+Importing the package registers ``tuner/SlowCartPole-v1`` with gymnasium (``algorithms/shared/envs.py``).
 The trainers are imported on first use: a rollout actor imports this package for its worker
 class and must not pay for torch, which only learners need.
 """
 
 from typing import Any
 
-from algorithms import envs as _envs
-from algorithms.rollout import register_env
+from algorithms.shared import envs as _envs
+from algorithms.shared.rollout import register_env
 
 _envs.register()
 

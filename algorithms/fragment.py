@@ -5,8 +5,8 @@ A fragment is what one rollout worker sampled in one go: (time, env) arrays, tim
 envs produced them, the observation after the last step, and the episodes that ended in it. A
 learner never changes one: what it recomputes (values with its current weights, a bootstrap value)
 makes a new fragment (:meth:`Fragment.replace`). On-policy trainers turn fragments into a flat
-:class:`TrainBatch` of the real transitions (PPO's GAE: ``algorithms.ppo.compute_gae``); off-policy
-trainers put their transitions into a replay buffer (``algorithms.replay_buffer``).
+:class:`TrainBatch` of the real transitions (PPO's GAE: ``algorithms.shared.gae.compute_gae``); off-policy
+trainers put their transitions into a replay buffer (``algorithms.shared.replay_buffer``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Fragment:
     """``T`` vector steps of ``N`` envs, sampled by one rollout worker.
 
     ``valid`` is False at the NEXT_STEP autoreset steps (no transition of the MDP; see
-    ``algorithms.rollout``). ``last_values`` is V(``last_obs``), the bootstrap at the fragment's
+    ``algorithms.shared.rollout``). ``last_values`` is V(``last_obs``), the bootstrap at the fragment's
     end, or None where the learner computes it (a streamed fragment). ``weights_version`` is the
     version of the weights it was sampled with (the oldest, for a stream; None: the learner's own
     policy, in its process), ``weights_versions`` each step's for a stream.

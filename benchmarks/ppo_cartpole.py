@@ -124,13 +124,13 @@ def per_update_ms(learner: str, rows: int, calls: int = 500, repeats: int = 5) -
         obs, per_step = rng.standard_normal((rows, 4), dtype=np.float32), rng.standard_normal((4, rows), dtype=np.float32)
         actions = rng.integers(0, 2, rows)
         if learner == "numpy":
-            step, minibatch = trainer._numpy_step, (obs, actions, *per_step)
+            minibatch: tuple = (obs, actions, *per_step)
         else:
-            step = trainer._autograd_step
             minibatch = (torch.from_numpy(obs), torch.from_numpy(actions), *torch.from_numpy(per_step))
+        step, c = trainer.learner.step, trainer.cfg
         for _ in range(100):  # warm: allocations, the optimiser's state
-            step(minibatch)
-        return min(timeit.repeat(lambda: step(minibatch), number=calls, repeat=repeats)) / calls * 1e3
+            step(minibatch, c)
+        return min(timeit.repeat(lambda: step(minibatch, c), number=calls, repeat=repeats)) / calls * 1e3
     finally:
         trainer.stop()
 

@@ -59,9 +59,9 @@ def _worker_kwargs(num_envs: int, seed: int, inference: str) -> dict:
     the torch network's forward pass."""
     import gymnasium as gym
 
-    from algorithms.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
     from algorithms.ppo import PPO
-    from algorithms.ppo_model import make_actor_critic
+    from algorithms.ppo.model import make_actor_critic
 
     config = PPO.resolve_config({"env": "CartPole-v1"})
     kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": config["hidden_sizes"],
@@ -78,7 +78,7 @@ def _weights() -> dict:
     import gymnasium as gym
     import torch
 
-    from algorithms.ppo_model import make_actor_critic
+    from algorithms.ppo.model import make_actor_critic
 
     policy = make_actor_critic(4, gym.spaces.Discrete(2), [64, 64], "tanh")
     policy.reset_parameters(torch.Generator().manual_seed(0))
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.filterwarnings("ignore")
     from algorithms.ppo import PPO
-    from algorithms.worker_group import _RemoteRolloutWorker
+    from algorithms.shared.worker_group import _RemoteRolloutWorker
 
     num_envs = args.envs or PPO.default_config()["num_envs_per_worker"]
     cpus = os.cpu_count() or 1

@@ -1,6 +1,6 @@
 """Your own algorithm on the trainer base: A2C (Mnih et al. 2016, synchronous) in one page.
 
-``DistributedTrainer`` (algorithms/trainer.py) gives an algorithm its rollout actors (reused
+``DistributedTrainer`` (algorithms/shared/trainer.py) gives an algorithm its rollout actors (reused
 from trial to trial, replaced when one dies), weights sent every iteration, config checking with
 the key named, episode metrics, checkpoints, a GPU learner and the model contract; the algorithm
 writes what is its own: its keys, how fragments become a train batch (``algorithms.fragment``), and
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from algorithms.fragment import Fragment, TrainBatch, concat_batches
-from algorithms.learner_config import make_optimizer, set_lr
-from algorithms.ppo import compute_gae
-from algorithms.trainer import DistributedTrainer, check
+from algorithms.shared.learner_config import make_optimizer, set_lr
+from algorithms.shared.gae import compute_gae
+from algorithms.shared.trainer import DistributedTrainer, check
 from schedulers.validation import is_number
 
 

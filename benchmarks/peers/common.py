@@ -142,7 +142,7 @@ _ENV_MODULE = "_slow_sim_envs"
 
 
 def _slow_cartpole_class() -> type:
-    """``algorithms.envs.SlowCartPole``, loaded from its file alone: importing the package would
+    """``algorithms.shared.envs.SlowCartPole``, loaded from its file alone: importing the package would
     import torch and Ray into every simulator process of SB3 (seconds each, at every trial start),
     a cost no SB3 user has."""
     module = sys.modules.get(_ENV_MODULE)

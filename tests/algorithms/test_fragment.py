@@ -73,7 +73,7 @@ def test_fragments_and_batches_round_trip_through_ray(ray_session):
 
     @ray.remote(num_cpus=0)
     def learn(fragments: list[Fragment]) -> TrainBatch:
-        from algorithms.ppo import compute_gae
+        from algorithms.shared.gae import compute_gae
 
         return concat_batches([compute_gae(f.replace(last_values=np.zeros(N, np.float32)), 0.9, 0.9)
                                 for f in fragments])

@@ -1,0 +1,454 @@
+"""Deep Q-Networks (Mnih et al. 2015), with double Q, dueling heads and n-step returns, as a
+trial that owns its rollout actors (Ape-X's layout: Horgan et al. 2018).
+
+Read top to bottom: config and defaults, the Q network (torch, for the learner) and its numpy
+twin (epsilon-greedy, what the rollout actors run: they never import torch), then the trainer:
+sample into the replay buffer, learn from it, keep the target network behind.
+
+    from algorithms import DQN
+    trainer = DQN(config={"env": "CartPole-v1"})
+    result = trainer.train()   # >= min_sample_timesteps_per_iteration env steps, and the updates due
+
+    from tuner import tune
+    tune.run("DQN", config={"env": "CartPole-v1", "lr": tune.loguniform(1e-4, 3e-3)},
+             metric="episode_return_mean", mode="max", stop={"env_steps_total": 100_000})
+
+Defaults, and why
+-----------------
+Keys and defaults follow RLlib's DQN where it has them (``lr``, ``gamma``, ``train_batch_size``:
+transitions per update, ``replay_buffer_config={"capacity": ...}``,
+``num_steps_sampled_before_learning_starts``, ``target_network_update_freq`` in env steps,
+``tau``, ``n_step``, ``double_q``, ``dueling``, the ``epsilon`` schedule, a 256x256 relu network,
+``min_sample_timesteps_per_iteration``, ``store_buffer_in_checkpoints``) and SB3's for the
+cadence RLlib expresses otherwise: ``train_freq`` env steps are sampled (over all workers and
+envs together), then ``gradient_steps`` updates are made (RLlib's ``training_intensity`` is
+``gradient_steps * train_batch_size / train_freq``). An iteration repeats that until it has
+sampled ``min_sample_timesteps_per_iteration`` env steps.
+
+Exploration: epsilon-greedy, epsilon interpolated over env steps from the ``epsilon`` schedule
+(``[[env_steps, epsilon], ...]``). With rollout actors and ``per_worker_exploration`` (Ape-X),
+actor ``i`` of ``N`` uses ``epsilon ** (1 + 7 (i - 1) / (N - 1))``: the first follows the
+schedule, the others explore less and less (Ape-X's ``0.4 ** (1 + 7 i / (N - 1))`` when the
+schedule ends at 0.4). Fragments go into the replay buffer whatever weights sampled them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from algorithms.shared.learner_config import make_optimizer
+from algorithms.shared.numpy_mlp import linear, linear_layers, mlp
+from algorithms.shared.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
+from algorithms.shared.trainer import check
+from schedulers.validation import is_int, is_number
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where the learner needs it, never at this module's import (the driver and
+# the rollout actors import it).
+
+DQN_DEFAULTS: dict[str, Any] = {
+    **OFF_POLICY_DEFAULTS,
+    "lr": 5e-4,
+    "max_grad_norm": 40.0,  # RLlib's grad_clip
+    "target_network_update_freq": 500,  # env steps between two target updates
+    "tau": 1.0,  # 1.0: copy; < 1: Polyak averaging at each target update
+    "double_q": True,
+    "dueling": True,
+    "epsilon": [[0, 1.0], [10_000, 0.05]],  # [[env_steps, epsilon], ...], interpolated
+    "per_worker_exploration": True,  # Ape-X: rollout actor i of N explores with epsilon ** (1 + 7 (i-1)/(N-1))
+    # the built-in network (shorthands of model={"hidden_sizes": ..., "activation": ...})
+    "hidden_sizes": [256, 256],
+    "activation": "relu",
+}
+
+# ---------------------------------------------------------------------------------------------
+# The Q network: torch for the learner, numpy for the rollout actors
+# ---------------------------------------------------------------------------------------------
+def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], activation: str, dueling: bool) -> Any:
+    """An MLP ``body`` and a head of ``num_actions`` Q-values; dueling: Q = V + A - mean(A)."""
+    from torch import nn
+
+    from algorithms.shared.activations import ACTIVATION_MODULES as activations
+
+    class QNetwork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            layers: list[nn.Module] = []
+            width = obs_dim
+            for size in hidden_sizes:
+                layers += [nn.Linear(width, size), activations[activation]()]
+                width = size
+            self.body = nn.Sequential(*layers)
+            self.advantages = nn.Linear(width, num_actions)
+            self.value = nn.Linear(width, 1) if dueling else None
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            h = self.body(obs)
+            a = self.advantages(h)
+            if self.value is None:
+                return a
+            return self.value(h) + a - a.mean(-1, keepdim=True)
+
+    return QNetwork()
+
+
+class NumpyQPolicy:
+    """Epsilon-greedy actions of a Q network given as ``state_dict`` arrays, in numpy.
+
+    The rollout worker's policy interface (``algorithms/shared/rollout.py``): ``act`` returns the
+    actions and zeros for the log-probabilities and values an on-policy learner would use.
+    ``load_weights`` takes the arrays and ``"__epsilon__"``: one epsilon per worker index.
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: list[int], activation: str, dueling: bool,
+                 action_start: int = 0, arrays: dict[str, np.ndarray] | None = None) -> None:
+        self.num_actions, self.activation, self.dueling = num_actions, activation, dueling
+        self.action_start = action_start
+        self.worker_index = 0
+        self.epsilon = 1.0
+        self.arrays: dict[str, np.ndarray] = {}
+        if arrays is not None:
+            self._use(arrays)
+
+    def bind_worker(self, worker_index: int) -> None:
+        self.worker_index = worker_index
+
+    def _use(self, arrays: dict[str, np.ndarray]) -> None:
+        self.arrays = arrays
+        self._body = linear_layers(arrays, "body")
+        self._advantages = (arrays["advantages.weight"], arrays["advantages.bias"])
+        self._value = (arrays["value.weight"], arrays["value.bias"]) if self.dueling else None
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        arrays = {k: np.array(v) for k, v in weights.items() if k != "__epsilon__"}  # Ray's arrays are read-only
+        self._use(arrays)
+        epsilons = np.asarray(weights["__epsilon__"])
+        self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
+        a = linear(h, self._advantages)
+        if self._value is None:
+            return a
+        return linear(h, self._value) + a - a.mean(-1, keepdims=True)
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.float32)
+
+
+def epsilon_greedy(q: np.ndarray, epsilon: float, rng: np.random.Generator,
+                   action_start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(env actions, actions, zeros, zeros): the argmax of ``q``, or with probability ``epsilon`` a
+    uniformly random action (the zeros stand for an on-policy learner's log-probabilities and values)."""
+    actions = q.argmax(-1)
+    if epsilon > 0:
+        random = rng.random(len(actions)) < epsilon
+        actions = np.where(random, rng.integers(0, q.shape[-1], len(actions)), actions)
+    zeros = np.zeros(len(actions), dtype=np.float32)
+    return actions + action_start, actions, zeros, zeros
+
+
+def make_numpy_q_policy(**kwargs: Any) -> NumpyQPolicy:
+    """What a rollout actor calls to build its copy of the built-in network (weights arrive with
+    its first request)."""
+    return NumpyQPolicy(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# A Q module of one's own: config["model"] = model(observation_space, action_space, model_config)
+# ---------------------------------------------------------------------------------------------
+def build_q_module(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any) -> Any:
+    """The user's module, checked once (before any sampling): ``forward(obs)`` on a batch of
+    observations shaped like the space's must return Q-values of shape (batch, actions)."""
+    import torch
+    from torch import nn
+
+    from algorithms.shared.models import _name, obs_shape
+    from algorithms.shared.rollout import ObsEncoder
+
+    where = f"config key 'model' ({_name(model)})"
+    module = model(observation_space, action_space, dict(model_config))
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
+                         f"torch.nn.Module, got {type(module).__name__}")
+    n = int(action_space.n)
+    samples = ObsEncoder(observation_space)(np.stack([observation_space.sample() for _ in range(2)]))
+    obs = torch.from_numpy(samples.reshape((2,) + obs_shape(observation_space)))
+    expected = f"DQN's forward(obs) must return Q-values of shape (batch, {n}), one per action of {action_space}"
+    try:
+        with torch.no_grad():
+            out = module(obs)
+    except Exception as exc:
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {tuple(obs.shape)}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, n) or not out.is_floating_point():
+        got = f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"{where}: {expected}; got {got} for a batch of 2")
+    return module
+
+
+class TorchQPolicy:
+    """A Q module in torch, epsilon-greedy: what rollout actors run for a module of one's own, and
+    how the learner acts with it in its own process. ``load_weights`` as :class:`NumpyQPolicy`."""
+
+    def __init__(self, module: Any, observation_space: Any, action_start: int, device: str = "cpu") -> None:
+        from algorithms.shared.models import obs_shape
+
+        self.module, self.obs_shape, self.action_start, self.device = module, obs_shape(observation_space), action_start, device
+        self.worker_index = 0
+        self.epsilon = 1.0
+
+    def bind_worker(self, worker_index: int) -> None:
+        self.worker_index = worker_index
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        from algorithms.shared.torch_policy import load_state_arrays
+
+        load_state_arrays(self.module, {k: v for k, v in weights.items() if k != "__epsilon__"})
+        epsilons = np.asarray(weights["__epsilon__"])
+        self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
+        with torch.no_grad():
+            return self.module(x.reshape((len(x),) + self.obs_shape)).float().cpu().numpy()
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.float32)
+
+
+def make_torch_q_policy(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any
+                        ) -> TorchQPolicy:
+    """What a rollout actor calls to build its copy of a module of one's own, on CPU."""
+    module = build_q_module(model, model_config, observation_space, action_space)
+    return TorchQPolicy(module, observation_space, int(action_space.start))
+
+
+class QPolicy:
+    """The learner's Q network and target network. It acts (for in-process sampling) in numpy on
+    views of the built-in network's parameters (a copy, refreshed at every publication, on a
+    GPU), or runs a module of one's own in torch."""
+
+    def __init__(self, network: Any, target: Any, observation_space: Any, numpy_kwargs: dict[str, Any] | None,
+                 action_start: int, device: str) -> None:
+        from algorithms.shared.models import obs_shape
+
+        self.network, self.target, self.device = network, target, device
+        self.obs_shape = obs_shape(observation_space)
+        self.numpy_kwargs = numpy_kwargs
+        self.epsilons = np.ones(1, dtype=np.float32)
+        self._actor: Any = (NumpyQPolicy(**numpy_kwargs, arrays=self._arrays()) if numpy_kwargs is not None
+                            else TorchQPolicy(network, observation_space, action_start, device))
+
+    def q(self, module: Any, obs: torch.Tensor) -> torch.Tensor:
+        """``module``'s Q-values for flat encoded observations, shaped as the module takes them."""
+        return module(obs.reshape((len(obs),) + self.obs_shape))
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {name: p.detach().cpu().numpy() for name, p in self.network.state_dict().items()}
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.network.parameters()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.network.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.network.load_state_dict(state)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Point the numpy twin at the current parameters (views on a CPU: only needed after a
+        load that replaced tensors; a copy on a GPU)."""
+        if isinstance(self._actor, NumpyQPolicy):
+            self._actor._use(self._arrays())
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        if self.device != "cpu":
+            self.refresh()
+        return {**{k: np.array(v) for k, v in self._arrays().items()}, "__epsilon__": self.epsilons.copy()}
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        self._actor.epsilon = float(self.epsilons[0])
+        return self._actor.act(obs, rng, explore=explore)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------------------------
+class DQN(OffPolicyTrainer):
+    """DQN with a replay buffer, a target network, double Q, dueling heads and n-step returns.
+
+    A ``tune.Trainable``: ``tune.run("DQN", config={"env": ...})`` for Discrete action spaces.
+    ``config["model"]``: the built-in network's options, or ``model(observation_space,
+    action_space, model_config) -> torch.nn.Module`` whose ``forward(obs)`` returns Q-values of
+    shape (batch, actions) (observations shaped as the space's; rollout actors then run it in torch).
+    See ``DQN_DEFAULTS``, ``algorithms.shared.off_policy.OFF_POLICY_DEFAULTS`` and
+    ``algorithms.shared.trainer.COMMON_DEFAULTS`` for the keys; ``learning_starts`` is accepted for
+    ``num_steps_sampled_before_learning_starts``.
+    """
+
+    _name = "DQN"
+    _defaults = DQN_DEFAULTS
+    _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("dueling",)
+    _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
+    _takes_model_callable = True
+
+    @classmethod
+    def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
+        super().validate_algorithm_config(c, given)
+        freq = c["target_network_update_freq"]
+        check(is_int(freq) and freq >= 1, "target_network_update_freq", "must be an int >= 1 (env steps)", freq)
+        check(is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
+        for key in ("double_q", "dueling", "per_worker_exploration"):
+            check(isinstance(c[key], bool), key, "must be True or False", c[key])
+        _, values = schedule_points(c["epsilon"], "epsilon")
+        check(all(0 <= v <= 1 for v in values), "epsilon", "values must be in [0, 1]", c["epsilon"])
+
+    # -- building ------------------------------------------------------------------------------
+    def _numpy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
+        import gymnasium as gym
+
+        from algorithms.shared.rollout import ObsEncoder
+
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f"config key 'env': DQN needs a Discrete action space, this env has {action_space}")
+        model = self.cfg["model"]
+        kwargs = {"obs_dim": ObsEncoder(observation_space).dim, "num_actions": int(action_space.n),
+                  "action_start": int(action_space.start)}
+        if callable(model):  # a module of one's own: no built-in options
+            return kwargs
+        return {**kwargs, "hidden_sizes": list(model["hidden_sizes"]), "activation": model["activation"],
+                "dueling": self.cfg["dueling"]}
+
+    def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
+        import copy
+
+        import torch
+
+        c = self.cfg
+        kwargs = self._numpy_kwargs(observation_space, action_space)
+        torch_kwargs = {k: v for k, v in kwargs.items() if k != "action_start"}
+        with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
+            torch.manual_seed(self.seed)
+            if callable(c["model"]):
+                network = build_q_module(c["model"], c["model_config"], observation_space, action_space)
+            else:
+                network = make_q_network(**torch_kwargs)
+        network.to(self.device)
+        target = copy.deepcopy(network)
+        target.requires_grad_(False)
+        if callable(c["model"]):
+            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                              "observation_space": observation_space, "action_space": action_space}
+            policy = QPolicy(network, target, observation_space, None, kwargs["action_start"], str(self.device))
+            return policy, make_torch_q_policy, factory_kwargs
+        policy = QPolicy(network, target, observation_space, kwargs, kwargs["action_start"], str(self.device))
+        return policy, make_numpy_q_policy, kwargs
+
+    def build_optimizers(self) -> dict[str, Any]:
+        c = self.cfg
+        self.last_target_update = 0
+        return {"q": make_optimizer(list(self.policy.parameters()), c["optimizer"], c["optimizer_config"], c["lr"])}
+
+    def build_learner(self) -> None:
+        super().build_learner()
+        self._set_epsilons()
+
+    def action_spec(self) -> tuple[tuple[int, ...], Any]:
+        return (), np.int64
+
+    # -- exploration ---------------------------------------------------------------------------
+    def current_epsilon(self) -> float:
+        steps, values = schedule_points(self.cfg["epsilon"], "epsilon")
+        return float(np.interp(self.env_steps_total, steps, values))
+
+    def _set_epsilons(self) -> None:
+        """Epsilon of the in-process worker (index 0) and of each rollout actor (1..N)."""
+        c, eps = self.cfg, self.current_epsilon()
+        n = c["num_workers"]
+        if n >= 2 and c["per_worker_exploration"]:
+            actors = [eps ** (1 + 7 * (i - 1) / (n - 1)) for i in range(1, n + 1)]
+        else:
+            actors = [eps] * n
+        self.policy.epsilons = np.asarray([eps] + actors, dtype=np.float32)
+
+    # -- learning ------------------------------------------------------------------------------
+    def update(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """One update: the Huber loss of Q(s, a) to the (double) Q-learning target."""
+        import torch
+
+        c = self.cfg
+        policy = self.policy
+        network, target = policy.network, policy.target
+        with torch.no_grad():
+            next_q = policy.q(target, batch["next_obs"])
+            if c["double_q"]:  # the online network picks the action, the target network values it
+                best = policy.q(network, batch["next_obs"]).argmax(-1, keepdim=True)
+                next_value = next_q.gather(-1, best)[:, 0]
+            else:
+                next_value = next_q.max(-1).values
+            # discounts: gamma ** n for the n steps taken, 0 where the episode terminated
+            y = batch["rewards"] + batch["discounts"] * next_value
+        q = policy.q(network, batch["obs"]).gather(-1, batch["actions"][:, None])[:, 0]
+        loss = torch.nn.functional.smooth_l1_loss(q, y)
+        self.optimizers["q"].zero_grad(set_to_none=True)
+        loss.backward()
+        if c["max_grad_norm"] is not None:
+            torch.nn.utils.clip_grad_norm_(network.parameters(), c["max_grad_norm"])
+        self.optimizer_steps["q"]()
+        return {"td_loss": loss.detach(), "q_mean": q.detach().mean()}
+
+    def after_round(self) -> None:
+        if self.env_steps_total - self.last_target_update >= self.cfg["target_network_update_freq"]:
+            import torch
+
+            tau = float(self.cfg["tau"])
+            with torch.no_grad():
+                for t, p in zip(self.policy.target.parameters(), self.policy.network.parameters()):
+                    t.lerp_(p, tau)  # tau = 1: a copy
+            self.last_target_update = self.env_steps_total
+        self._set_epsilons()
+
+    def step(self) -> dict[str, Any]:
+        return {**super().step(), "epsilon": float(self.policy.epsilons[0])}
+
+    # -- state ---------------------------------------------------------------------------------
+    def learner_state(self) -> dict[str, Any]:
+        return {**super().learner_state(), "last_target_update": self.last_target_update,
+                "target": {k: v.cpu() for k, v in self.policy.target.state_dict().items()}}
+
+    def load_learner_state(self, state: dict[str, Any]) -> None:
+        super().load_learner_state(state)
+        self.policy.target.load_state_dict(state["target"])
+        self.last_target_update = int(state["last_target_update"])
+        self.policy.refresh()
+        self._set_epsilons()

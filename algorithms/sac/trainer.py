@@ -1,0 +1,478 @@
+"""Soft Actor-Critic (Haarnoja et al. 2018, with the learned temperature of their second paper),
+as a trial that owns its rollout actors.
+
+Read top to bottom: config and defaults, the networks (a tanh-squashed Gaussian actor and twin Q
+critics in torch, for the learner; the actor's numpy twin, what the rollout actors run: they
+never import torch), then the trainer: sample into the replay buffer
+(``algorithms/shared/off_policy.py``), learn from it.
+
+    from algorithms import SAC
+    trainer = SAC(config={"env": "Pendulum-v1"})
+    result = trainer.train()
+
+    from tuner import tune
+    tune.run("SAC", config={"env": "Pendulum-v1", "lr": tune.loguniform(1e-4, 3e-3)},
+             metric="episode_return_mean", mode="max", stop={"env_steps_total": 20_000})
+
+Defaults, and why
+-----------------
+Keys and defaults follow RLlib's SAC (``tau``, ``initial_alpha``, ``target_entropy="auto"``:
+minus the action dimension, ``twin_q``, ``n_step``, ``train_batch_size=256``, a replay buffer of
+a million transitions, 256x256 relu networks) and SB3's for what RLlib spells otherwise: one
+``lr`` for the actor, the critics and the temperature; ``train_freq=1, gradient_steps=1`` (one
+update per env step); the first ``num_steps_sampled_before_learning_starts`` (100) env steps
+take uniformly random actions. The update is SB3's order: temperature (the losses below use its value from before this step), critics (to
+``r + gamma^n (min_i Q'_i(s', a') - alpha log pi(a'|s'))``, ``a' ~ pi(.|s')``), actor (``alpha
+log pi(a|s) - min_i Q_i(s, a)``), then the target critics move ``tau`` towards the critics.
+The replay buffer holds actions squashed to [-1, 1]; the env gets them scaled to its bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from algorithms.shared.learner_config import make_optimizer
+from algorithms.shared.numpy_mlp import linear, linear_layers, mlp
+from algorithms.shared.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
+from algorithms.shared.trainer import check
+from schedulers.validation import is_number
+
+if TYPE_CHECKING:
+    import torch
+
+SAC_DEFAULTS: dict[str, Any] = {
+    **OFF_POLICY_DEFAULTS,
+    "lr": 3e-4,  # the actor's, the critics' and the temperature's
+    "train_batch_size": 256,
+    "train_freq": 1,
+    "gradient_steps": 1,
+    "num_steps_sampled_before_learning_starts": 100,  # uniformly random actions until then
+    "replay_buffer_config": {"capacity": 1_000_000},
+    "tau": 0.005,  # the target critics move this far towards the critics after every update
+    "initial_alpha": 1.0,
+    "target_entropy": "auto",  # "auto": -(action dimensions); else a number
+    "twin_q": True,
+    # the built-in networks (shorthands of model={"hidden_sizes": ..., "activation": ...})
+    "hidden_sizes": [256, 256],
+    "activation": "relu",
+}
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+# ---------------------------------------------------------------------------------------------
+# The networks: torch for the learner, the actor in numpy for the rollout actors
+# ---------------------------------------------------------------------------------------------
+def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> Any:
+    from torch import nn
+
+    from algorithms.shared.activations import ACTIVATION_MODULES as activations
+
+    layers: list[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [nn.Linear(in_dim, size), activations[activation]()]
+        in_dim = size
+    return nn.Sequential(*layers)
+
+
+def make_actor(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str) -> Any:
+    """``body`` MLP, then ``mean`` and ``log_std`` heads of the pre-squash Gaussian."""
+    from torch import nn
+
+    class Actor(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = _mlp(obs_dim, hidden_sizes, activation)
+            self.mean = nn.Linear(hidden_sizes[-1], act_dim)
+            self.log_std = nn.Linear(hidden_sizes[-1], act_dim)
+
+        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            h = self.body(obs)
+            return self.mean(h), self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    return Actor()
+
+
+def make_critic(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str, twin: bool) -> Any:
+    """One or two Q(s, a) MLPs on the observation and the squashed action, concatenated."""
+    import torch
+    from torch import nn
+
+    class Critic(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qs = nn.ModuleList(
+                nn.Sequential(_mlp(obs_dim + act_dim, hidden_sizes, activation), nn.Linear(hidden_sizes[-1], 1))
+                for _ in range(2 if twin else 1))
+
+        def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
+            x = torch.cat([obs, actions], dim=-1)
+            return [q(x)[:, 0] for q in self.qs]
+
+    return Critic()
+
+
+def squashed_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tanh(u), log pi(tanh(u))) for ``u = mean + std * noise``: the Gaussian's log-density
+    minus the tanh's log-Jacobian, ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``."""
+    import torch
+
+    u = mean + log_std.exp() * noise
+    logp = (-0.5 * noise.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
+    logp = logp - (2 * (math.log(2) - u - torch.nn.functional.softplus(-2 * u))).sum(-1)
+    return torch.tanh(u), logp
+
+
+class NumpySquashedGaussian:
+    """The actor's actions in numpy, from its ``state_dict`` arrays (see the module docstring).
+
+    ``act`` returns the env's action (scaled to its bounds), the squashed action in [-1, 1]
+    (what the replay buffer keeps) and zeros for an on-policy learner's log-probabilities and
+    values. ``load_weights`` takes the arrays and ``"__uniform__"``: 1 while the trainer wants
+    uniformly random actions (before learning starts)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str,
+                 low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...],
+                 arrays: dict[str, np.ndarray] | None = None) -> None:
+        self.act_dim, self.activation, self.action_shape = act_dim, activation, tuple(action_shape)
+        self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
+        self.uniform = True
+        if arrays is not None:
+            self._use(arrays)
+
+    def _use(self, arrays: dict[str, np.ndarray]) -> None:
+        self._body = linear_layers(arrays, "body")
+        self._mean = (arrays["mean.weight"], arrays["mean.bias"])
+        self._log_std = (arrays["log_std.weight"], arrays["log_std.bias"])
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        self._use({k: np.array(v) for k, v in weights.items() if k != "__uniform__"})  # Ray's are read-only
+        self.uniform = bool(np.asarray(weights["__uniform__"]))
+
+    def mean_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The pre-squash Gaussian's mean and (clamped) log std."""
+        h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
+        return linear(h, self._mean), np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        n = len(obs)
+        if explore and self.uniform:
+            squashed = rng.uniform(-1.0, 1.0, size=(n, self.act_dim)).astype(np.float32)
+        else:
+            u, log_std = self.mean_log_std(obs)
+            if explore:
+                u = u + np.exp(log_std) * rng.standard_normal(u.shape, dtype=np.float32)
+            squashed = np.tanh(u)
+        env_actions = (self.low + (squashed + 1) * 0.5 * (self.high - self.low)).reshape((n,) + self.action_shape)
+        zeros = np.zeros(n, dtype=np.float32)
+        return env_actions, squashed, zeros, zeros
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.float32)
+
+
+def make_numpy_squashed_gaussian(**kwargs: Any) -> NumpySquashedGaussian:
+    """What a rollout actor calls to build its copy of the built-in actor (weights arrive with its
+    first request)."""
+    return NumpySquashedGaussian(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# An actor of one's own: config["model"] = model(observation_space, action_space, model_config)
+# ---------------------------------------------------------------------------------------------
+def make_module_actor(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any) -> Any:
+    """The user's module as SAC's actor, checked once (before any sampling). PPO's contract for a
+    Box: ``forward(obs)`` returns ``dist_inputs`` of shape (batch, 2 x action dims), the means
+    then the log stds (or ``(dist_inputs, value)``, the value unused), on observations shaped as
+    the space's; here they are the pre-squash Gaussian's. The critics stay built-in MLPs."""
+    import torch
+    from torch import nn
+
+    from algorithms.shared.models import _name, obs_shape
+    from algorithms.shared.rollout import ObsEncoder
+
+    act_dim = int(np.prod(action_space.shape))
+    shape = obs_shape(observation_space)
+    where = f"config key 'model' ({_name(model)})"
+    module = model(observation_space, action_space, dict(model_config))
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
+                         f"torch.nn.Module, got {type(module).__name__}")
+
+    class ModuleActor(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            out = self.module(obs.reshape((len(obs),) + shape))
+            dist_inputs = out[0] if isinstance(out, (tuple, list)) else out
+            return dist_inputs[:, :act_dim], dist_inputs[:, act_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    expected = (f"SAC's forward(obs) must return dist_inputs of shape (batch, {2 * act_dim}): the means, then the "
+                f"log stds, of the {act_dim} actions of {action_space} (or a (dist_inputs, value) pair)")
+    samples = ObsEncoder(observation_space)(np.stack([observation_space.sample() for _ in range(2)]))
+    try:
+        with torch.no_grad():
+            out = module(torch.from_numpy(samples.reshape((2,) + shape)))
+    except Exception as exc:
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {(2,) + shape}: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    dist_inputs = out[0] if isinstance(out, (tuple, list)) and out else out
+    if not isinstance(dist_inputs, torch.Tensor) or tuple(dist_inputs.shape) != (2, 2 * act_dim):
+        got = (f"a tensor of shape {tuple(dist_inputs.shape)}" if isinstance(dist_inputs, torch.Tensor)
+               else type(dist_inputs).__name__)
+        raise ValueError(f"{where}: {expected}; got {got} for a batch of 2")
+    return ModuleActor()
+
+
+class TorchSquashedGaussian(NumpySquashedGaussian):
+    """:class:`NumpySquashedGaussian` whose Gaussian comes from an actor module run in torch
+    (a module of one's own); ``load_weights`` takes its ``state_dict`` arrays."""
+
+    def __init__(self, actor: Any, act_dim: int, low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...],
+                 device: str = "cpu") -> None:
+        super().__init__(obs_dim=0, act_dim=act_dim, hidden_sizes=[], activation="relu", low=low, high=high,
+                         action_shape=action_shape)
+        self.actor, self.device = actor, device
+
+    def load_weights(self, weights: dict[str, np.ndarray]) -> None:
+        from algorithms.shared.torch_policy import load_state_arrays
+
+        load_state_arrays(self.actor, {k: v for k, v in weights.items() if k != "__uniform__"})
+        self.uniform = bool(np.asarray(weights["__uniform__"]))
+
+    def mean_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        import torch
+
+        with torch.no_grad():
+            mean, log_std = self.actor(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device))
+        return mean.float().cpu().numpy(), log_std.float().cpu().numpy()
+
+
+def make_torch_squashed_gaussian(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any,
+                                 act_dim: int, low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...]
+                                 ) -> TorchSquashedGaussian:
+    """What a rollout actor calls to build its copy of an actor of one's own, on CPU."""
+    actor = make_module_actor(model, model_config, observation_space, action_space)
+    return TorchSquashedGaussian(actor, act_dim, low, high, action_shape)
+
+
+class SACPolicy:
+    """The learner's actor, critics, target critics and temperature; acts (for in-process
+    sampling) in numpy on the actor's parameters (views on a CPU, a copy refreshed at every
+    publication on a GPU)."""
+
+    def __init__(self, actor: Any, critic: Any, target: Any, log_alpha: Any, numpy_kwargs: dict[str, Any],
+                 device: str, builtin: bool = True) -> None:
+        self.actor, self.critic, self.target, self.log_alpha = actor, critic, target, log_alpha
+        self.numpy_kwargs, self.device = numpy_kwargs, device
+        bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape")}
+        self._numpy = (NumpySquashedGaussian(**numpy_kwargs, arrays=self._arrays()) if builtin
+                       else TorchSquashedGaussian(actor, **bounds, device=device))
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {name: p.detach().cpu().numpy() for name, p in self.actor.state_dict().items()}
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        return self.actor.parameters()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the target critics (the learner's state): actor, critics, temperature."""
+        return {**{f"actor.{k}": v for k, v in self.actor.state_dict().items()},
+                **{f"critic.{k}": v for k, v in self.critic.state_dict().items()},
+                "log_alpha": self.log_alpha.detach()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        import torch
+
+        self.actor.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("actor.")})
+        self.critic.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("critic.")})
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.refresh()
+
+    def refresh(self) -> None:
+        if not isinstance(self._numpy, TorchSquashedGaussian):  # the numpy twin's views
+            self._numpy._use(self._arrays())
+
+    def set_uniform(self, uniform: bool) -> None:
+        self._numpy.uniform = uniform
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        if self.device != "cpu":
+            self.refresh()
+        return {**{k: np.array(v) for k, v in self._arrays().items()},
+                "__uniform__": np.asarray(self._numpy.uniform, dtype=np.float32)}
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        return self._numpy.act(obs, rng, explore=explore)
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        return np.zeros(len(obs), dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer
+# ---------------------------------------------------------------------------------------------
+class SAC(OffPolicyTrainer):
+    """SAC with twin Q critics, target critics and a learned temperature, for Box action spaces.
+
+    A ``tune.Trainable``: ``tune.run("SAC", config={"env": ...})``. ``config["model"]``: the
+    built-in networks' options, or ``model(observation_space, action_space, model_config) ->
+    torch.nn.Module`` for the actor (see :func:`make_module_actor`; rollout actors then run it in
+    torch). See ``SAC_DEFAULTS``,
+    ``algorithms.shared.off_policy.OFF_POLICY_DEFAULTS`` and ``algorithms.shared.trainer.COMMON_DEFAULTS`` for
+    the keys; ``learning_starts`` is accepted for ``num_steps_sampled_before_learning_starts``.
+    """
+
+    _name = "SAC"
+    _defaults = SAC_DEFAULTS
+    _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("twin_q",)
+    _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
+    _takes_model_callable = True
+
+    @classmethod
+    def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
+        super().validate_algorithm_config(c, given)
+        check(is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
+        check(is_number(c["initial_alpha"]) and c["initial_alpha"] > 0, "initial_alpha", "must be a number > 0",
+              c["initial_alpha"])
+        check(c["target_entropy"] == "auto" or is_number(c["target_entropy"]), "target_entropy",
+              "must be 'auto' (minus the action dimensions) or a number", c["target_entropy"])
+        check(isinstance(c["twin_q"], bool), "twin_q", "must be True or False", c["twin_q"])
+
+    # -- building ------------------------------------------------------------------------------
+    def _numpy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
+        import gymnasium as gym
+
+        from algorithms.shared.rollout import ObsEncoder
+
+        if not isinstance(action_space, gym.spaces.Box) or not (
+                np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"config key 'env': SAC needs a bounded Box action space, this env has {action_space}")
+        c = self.cfg  # a model callable builds the actor; the critics are built-in MLPs either way
+        sizes = c["model"] if not callable(c["model"]) else {"hidden_sizes": c["hidden_sizes"], "activation": c["activation"]}
+        return {"obs_dim": ObsEncoder(observation_space).dim, "act_dim": int(np.prod(action_space.shape)),
+                "hidden_sizes": list(sizes["hidden_sizes"]), "activation": sizes["activation"],
+                "low": action_space.low.reshape(-1).astype(np.float32),
+                "high": action_space.high.reshape(-1).astype(np.float32), "action_shape": tuple(action_space.shape)}
+
+    def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
+        import torch
+
+        c = self.cfg
+        kwargs = self._numpy_kwargs(observation_space, action_space)
+        sizes = dict(obs_dim=kwargs["obs_dim"], act_dim=kwargs["act_dim"], hidden_sizes=kwargs["hidden_sizes"],
+                     activation=kwargs["activation"])
+        with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
+            torch.manual_seed(self.seed)
+            if callable(c["model"]):
+                actor = make_module_actor(c["model"], c["model_config"], observation_space, action_space).to(self.device)
+            else:
+                actor = make_actor(**sizes).to(self.device)
+            critic = make_critic(**sizes, twin=c["twin_q"]).to(self.device)
+        target = make_critic(**sizes, twin=c["twin_q"]).to(self.device)
+        target.load_state_dict(critic.state_dict())
+        target.requires_grad_(False)
+        log_alpha = torch.tensor(math.log(c["initial_alpha"]), device=self.device, requires_grad=True)
+        self.target_entropy = -float(kwargs["act_dim"]) if c["target_entropy"] == "auto" else float(c["target_entropy"])
+        if callable(c["model"]):
+            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                              "observation_space": observation_space, "action_space": action_space,
+                              **{k: kwargs[k] for k in ("act_dim", "low", "high", "action_shape")}}
+            policy = SACPolicy(actor, critic, target, log_alpha, kwargs, str(self.device), builtin=False)
+            return policy, make_torch_squashed_gaussian, factory_kwargs
+        return SACPolicy(actor, critic, target, log_alpha, kwargs, str(self.device)), make_numpy_squashed_gaussian, kwargs
+
+    def build_optimizers(self) -> dict[str, Any]:
+        c, policy = self.cfg, self.policy
+        make = lambda params: make_optimizer(params, c["optimizer"], c["optimizer_config"], c["lr"])  # noqa: E731
+        return {"actor": make(list(policy.actor.parameters())), "critic": make(list(policy.critic.parameters())),
+                "alpha": make([policy.log_alpha])}
+
+    def build_learner(self) -> None:
+        super().build_learner()
+        self.after_round()
+
+    def action_spec(self) -> tuple[tuple[int, ...], Any]:
+        return (self.policy.numpy_kwargs["act_dim"],), np.float32
+
+    # -- learning ------------------------------------------------------------------------------
+    def _sample_actions(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch
+
+        mean, log_std = self.policy.actor(obs)
+        noise = torch.randn(mean.shape, generator=self.torch_rng, device=mean.device)
+        return squashed_sample(mean, log_std, noise)
+
+    def update(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        policy, optimizers = self.policy, self.optimizers
+        obs, actions = batch["obs"], batch["actions"]
+        # temperature: towards the target entropy (this update's losses use it as it was before)
+        pi_actions, logp = self._sample_actions(obs)
+        alpha = policy.log_alpha.detach().exp()
+        alpha_loss = -(policy.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        optimizers["alpha"].zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.optimizer_steps["alpha"]()
+        # critics: towards the soft Bellman target of the target critics
+        with torch.no_grad():
+            next_actions, next_logp = self._sample_actions(batch["next_obs"])
+            next_q = torch.stack(policy.target(batch["next_obs"], next_actions)).min(0).values
+            y = batch["rewards"] + batch["discounts"] * (next_q - alpha * next_logp)
+        qs = policy.critic(obs, actions)
+        q_losses = [torch.nn.functional.mse_loss(q, y) for q in qs]
+        critic_loss = 0.5 * sum(q_losses[1:], q_losses[0])
+        self._step("critic", critic_loss, policy.critic)
+        # actor: the soft policy improvement step, through the updated critics (held fixed: their
+        # weights' gradients would be thrown away, and they are a third of the update's work)
+        policy.critic.requires_grad_(False)
+        q_pi = torch.stack(policy.critic(obs, pi_actions)).min(0).values
+        actor_loss = (alpha * logp - q_pi).mean()
+        self._step("actor", actor_loss, policy.actor)
+        policy.critic.requires_grad_(True)
+        with torch.no_grad():
+            for t, p in zip(policy.target.parameters(), policy.critic.parameters()):
+                t.lerp_(p, self.cfg["tau"])
+        return {"actor_loss": actor_loss.detach(), "critic_loss": critic_loss.detach(),
+                "alpha_loss": alpha_loss.detach(), "alpha": alpha, "q_mean": qs[0].detach().mean(),
+                "entropy": -logp.detach().mean()}
+
+    def _step(self, name: str, loss: Any, module: Any) -> None:
+        import torch
+
+        self.optimizers[name].zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg["max_grad_norm"] is not None:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
+        self.optimizer_steps[name]()
+
+    def after_round(self) -> None:
+        # uniformly random actions until learning starts (SB3's learning_starts)
+        self.policy.set_uniform(self.env_steps_total < self.cfg["num_steps_sampled_before_learning_starts"])
+
+    # -- state ---------------------------------------------------------------------------------
+    def learner_state(self) -> dict[str, Any]:
+        return {**super().learner_state(), "target": {k: v.cpu() for k, v in self.policy.target.state_dict().items()}}
+
+    def load_learner_state(self, state: dict[str, Any]) -> None:
+        super().load_learner_state(state)
+        self.policy.target.load_state_dict(state["target"])
+        self.policy.refresh()
+        self.after_round()

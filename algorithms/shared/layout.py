@@ -1,0 +1,150 @@
+"""``num_workers="auto"``: where a trainer samples, decided from a short timing of its env.
+
+Two layouts, and the workload that wants each:
+
+* **in-process** (``num_workers=0``): the learner steps ``num_envs_per_worker`` envs as one vector
+  env between its updates. Right for a fast, even env (CartPole steps in microseconds): shipping a
+  fragment to another process costs more than sampling it, and nothing waits on a slow step.
+* **rollout actors, asynchronous** (``num_workers=N``, one env each, ``sample_async=True``): right
+  for a slow or uneven env (a simulator whose step takes milliseconds, sometimes far more). Each
+  actor steps its env without pause (a stream), so a slow step delays only its own env, and
+  sampling goes on while the learner learns.
+
+The rule: time one env for a moment (``TIMING_S``, random actions); in-process if a train batch
+samples in less than ``IN_PROCESS_BELOW_S`` in one process and the step time is even (its 95th
+percentile within ``EVEN_WITHIN`` times its median, or below ``UNEVEN_ABOVE_S``: a shorter tail is
+the machine's scheduling, not the env); rollout actors otherwise: one per env
+(``num_envs_per_worker`` of them), each asking for the CPU the env used while timed (at least
+``MIN_CPUS_PER_ACTOR``) unless ``num_cpus_per_worker`` is given, as many as the cluster's CPUs
+hold beside the learner. Keys the user gave are never changed.
+
+It is decided in the driver before the trial's placement group is made (the group's bundles
+depend on it) and published in Ray's key-value store, so the trial, which resolves its config
+again, takes the same layout; a trainer outside a sweep times the env itself. Timings are cached
+per process, one per env and env config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from typing import Any, Mapping
+
+import numpy as np
+
+TIMING_S = 0.3
+MAX_TIMING_STEPS = 200
+IN_PROCESS_BELOW_S = 0.5
+EVEN_WITHIN = 3.0
+UNEVEN_ABOVE_S = 1e-3  # a tail shorter than this is scheduling noise, not a slow simulator
+MIN_CPUS_PER_ACTOR = 0.05
+_KV_PREFIX = b"tuner_algorithms_layout:"
+
+_timings: dict[str, "EnvTiming"] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvTiming:
+    """One env's step time: mean, median and 95th percentile (seconds), and the share of a CPU
+    its steps used (1: CPU-bound; near 0: waiting, as a remote or sleeping simulator does)."""
+
+    mean_s: float
+    median_s: float
+    p95_s: float
+    cpu_share: float
+    steps: int
+
+
+def time_env(env: Any, env_config: Mapping[str, Any]) -> EnvTiming:
+    """Step one env with random actions for about ``TIMING_S`` (at least 5 steps)."""
+    from algorithms.shared.rollout import make_vector_env
+
+    envs = make_vector_env(env, env_config, 1)
+    try:
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        durations: list[float] = []
+        cpu_began, began = time.process_time(), time.perf_counter()
+        while len(durations) < MAX_TIMING_STEPS and (len(durations) < 5 or time.perf_counter() - began < TIMING_S):
+            action = envs.action_space.sample()
+            step_began = time.perf_counter()
+            envs.step(action)
+            durations.append(time.perf_counter() - step_began)
+        wall, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    finally:
+        envs.close()
+    steps = np.asarray(durations)
+    return EnvTiming(mean_s=float(steps.mean()), median_s=float(np.median(steps)),
+                     p95_s=float(np.percentile(steps, 95)), cpu_share=min(1.0, cpu / max(wall, 1e-9)),
+                     steps=len(durations))
+
+
+def choose(timing: EnvTiming, config: Mapping[str, Any], given: Mapping[str, Any], cluster_cpus: float) -> dict[str, Any]:
+    """The layout keys (``num_workers`` and, for rollout actors, ``num_envs_per_worker``,
+    ``sample_async``, ``num_cpus_per_worker``) for an env timed as ``timing``, and ``reason``: one
+    line on why. ``num_envs_per_worker`` is the trial's number of envs here: in-process they form
+    one vector env, otherwise each gets an actor of its own."""
+    batch_s = config["train_batch_size"] * timing.mean_s
+    even = timing.p95_s <= max(EVEN_WITHIN * timing.median_s, UNEVEN_ABOVE_S)
+    measured = f"env step {timing.mean_s * 1e3:.3g} ms mean, {timing.p95_s * 1e3:.3g} ms p95"
+    if batch_s < IN_PROCESS_BELOW_S and even:
+        return {"num_workers": 0, "reason": f"{measured}: a train batch samples in {batch_s:.2g} s in the learner"}
+    cpus = given.get("num_cpus_per_worker")
+    if cpus is None:
+        cpus = max(MIN_CPUS_PER_ACTOR, math.ceil(timing.cpu_share * 20) / 20)
+    room = max(cluster_cpus - float(config["num_cpus_for_learner"]), 0.0)
+    envs = int(config["num_envs_per_worker"])
+    actors = max(1, min(envs, int(room / cpus + 1e-9) if cpus > 0 else envs))
+    return {
+        "num_workers": actors,
+        "num_envs_per_worker": 1,
+        "sample_async": given.get("sample_async", True),
+        "num_cpus_per_worker": cpus,
+        "reason": f"{measured} ({'uneven' if not even else 'slow'}: a train batch would take {batch_s:.2g} s in "
+                  f"one process): {actors} rollout actors of 1 env, {cpus:g} CPU each",
+    }
+
+
+#: The keys a layout decision depends on besides the env.
+_DECISION_KEYS = ("num_envs_per_worker", "num_cpus_per_worker", "num_cpus_for_learner", "sample_async",
+                  "train_batch_size")
+
+
+def _key(config: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> str:
+    """The env and env config (and with ``given``, what else the decision depends on), hashed."""
+    env = config["env"]
+    name = env if isinstance(env, str) else f"{getattr(env, '__module__', '')}.{getattr(env, '__qualname__', env)}"
+    parts: list[Any] = [name, sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items())]
+    if given is not None:
+        parts += [[k, repr(config[k]), k in given] for k in _DECISION_KEYS]
+    return hashlib.sha1(json.dumps(parts, default=repr).encode()).hexdigest()
+
+
+def resolve(config: dict[str, Any], given: Mapping[str, Any]) -> str:
+    """Replace ``num_workers="auto"`` in ``config`` by a layout (see the module's doc); returns the
+    reason. In a sweep's driver the decision is published for the trial, which takes it as is."""
+    import ray
+
+    kv_key = _KV_PREFIX + _key(config, given).encode()
+    decision = None
+    if ray.is_initialized():
+        from ray.experimental import internal_kv
+
+        blob = internal_kv._internal_kv_get(kv_key)
+        decision = json.loads(blob) if blob is not None else None
+    if decision is None:
+        timing_key = _key(config)
+        timing = _timings.get(timing_key)
+        if timing is None:
+            timing = _timings[timing_key] = time_env(config["env"], config["env_config"])
+        cpus = float(ray.cluster_resources().get("CPU", 1.0)) if ray.is_initialized() else 1.0
+        decision = choose(timing, config, given, cpus)
+        if ray.is_initialized():
+            from ray.experimental import internal_kv
+
+            internal_kv._internal_kv_put(kv_key, json.dumps(decision).encode(), overwrite=False)
+    config.update({name: value for name, value in decision.items() if name != "reason"})
+    return decision["reason"]

@@ -1,0 +1,488 @@
+"""The base of distributed trainers: a Trainable that owns a group of rollout actors.
+
+``DistributedTrainer`` does what every trainer needs and leaves the algorithm to a subclass
+(on-policy: ``algorithms/ppo/trainer.py``; off-policy, with a replay buffer: ``algorithms/dqn/trainer.py``,
+``algorithms/sac/trainer.py``):
+
+* config: defaults, aliases, unknown keys and bad values rejected with the key named;
+* ``default_resource_request``: bundle 0 for the learner (the trial actor), one bundle per
+  rollout actor, so a trial reserves its workers' CPUs atomically with its own and a sweep of
+  trainers never deadlocks; the actors are placed into those bundles of the trial's group;
+* a ``WorkerGroup`` of rollout actors (``algorithms/shared/worker_group.py``: or, with
+  ``num_workers=0``, one rollout worker in the learner's process), reused from trial to trial of
+  a sweep, weights broadcast with one ``ray.put`` per iteration, synchronous or asynchronous
+  fragment collection, and replacement of an actor that died;
+* the metric window (the last 100 completed episodes), counters, timings and checkpoints.
+
+An iteration is ``training_step``: by default (on-policy) it samples ``train_batch_size`` env
+steps, and the subclass's ``postprocess_fragments`` makes them a train batch for its
+``learn_on_batch``; an off-policy trainer overrides it (sample into a replay buffer, learn from
+that). A subclass provides ``build_learner`` and the state of its learner; ``build_policy``
+builds the model of the contract (``algorithms/shared/models.py``) unless the subclass has its own
+(``examples/a2c.py`` is an algorithm in one page).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+
+from algorithms.shared import layout
+from algorithms.fragment import Fragment, TrainBatch, concat_batches
+from algorithms.shared.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
+from algorithms.shared.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
+from algorithms.shared.worker_group import WorkerGroup, cores_here
+from schedulers.validation import is_int, is_number, is_seed
+from tuner.trainable.trainable import Trainable
+
+
+STATE_FILE = "trainer_state.pt"
+#: How long a streaming trainer's set-up waits for its rollout actors before it builds the learner.
+ACTOR_START_WAIT_S = 60.0
+#: Keys every distributed trainer understands, with their defaults (why: algorithms/ppo/trainer.py).
+COMMON_DEFAULTS: dict[str, Any] = {
+    # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
+    "env": None,
+    "env_config": {},  # keyword arguments of gym.make, or the creator's argument
+    # rollout actors; 0: sample in the learner's process; "auto": decided from a timing of the env
+    # (algorithms/shared/layout.py), which then also sets num_envs_per_worker, sample_async, num_cpus_per_worker
+    "num_workers": 0,
+    "num_envs_per_worker": 16,  # envs of each rollout worker, stepped as one vector env
+    # env steps per iteration: every env steps ceil(train_batch_size / (workers * envs)) times;
+    # a NEXT_STEP autoreset step takes a slot but is no transition, so slightly fewer are trained on
+    "train_batch_size": 2048,
+    # True: rollout actors sample without pause and the learner takes what they sampled
+    # (WorkerGroup.stream); False: every actor samples its share of the batch with the current weights
+    "sample_async": False,
+    # async with sample requests instead of streams: the learner takes the first fragments to
+    # arrive, each actor keeps this many requests queued (RLlib APPO's; WorkerGroup.sample)
+    "max_requests_in_flight_per_worker": None,
+    "seed": None,  # None: drawn at setup (and saved in checkpoints)
+    # episode_return_mean & co. are over the last this many completed episodes (RLlib's key)
+    "metrics_num_episodes_for_smoothing": 100,
+    "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
+    "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
+    # the learner: GPUs of bundle 0 (the learner runs on CUDA when it has one; rollout actors on CPU)
+    "num_gpus_for_learner": 0,
+    # the network: built-in options, or model(observation_space, action_space, model_config) -> nn.Module
+    # (the contract: algorithms/shared/models.py)
+    "model": {},
+    "model_config": {},
+    # torch.optim's: "adam" | "adamw" | "rmsprop" | "sgd", and its keyword arguments but lr
+    "optimizer": "adam",
+    "optimizer_config": {},
+}
+
+
+#: The resolved config's note on how ``num_workers="auto"`` was decided (not a config key).
+LAYOUT_REASON = "_layout_reason"
+
+
+def sampling_layout(config: Mapping[str, Any]) -> str:
+    """Where a trainer with this resolved config samples, in a few words."""
+    if config["num_workers"] == 0:
+        return f"in the learner: {config['num_envs_per_worker']} envs"
+    requests = config["max_requests_in_flight_per_worker"]
+    mode = "sync" if not config["sample_async"] else "async" if requests is None else f"async, {requests} requests queued"
+    return f"{config['num_workers']} rollout actors x {config['num_envs_per_worker']} envs, {mode}"
+
+
+def check(ok: bool, key: str, message: str, value: Any) -> None:
+    """Raise ``ValueError`` naming ``key`` unless ``ok``."""
+    if not ok:
+        raise ValueError(f"config key '{key}': {message}, got {value!r}")
+
+
+class DistributedTrainer(Trainable):
+    """A ``Trainable`` whose ``step()`` samples from its rollout workers, then learns.
+
+    Subclasses set ``_name``, ``_defaults`` (their own keys and defaults) and ``_aliases``, and
+    implement ``validate_algorithm_config``, ``postprocess_fragments``,
+    ``build_learner``, ``learn_on_batch``, ``learner_state`` / ``load_learner_state`` and
+    ``reset_algorithm_config``.
+    """
+
+    _name: ClassVar[str] = "Trainer"
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _aliases: ClassVar[dict[str, str]] = {}
+    #: Keys whose change needs a new trainer (new actors, new network): reset_config returns False.
+    _rebuild_keys: ClassVar[tuple[str, ...]] = (
+        "env", "env_config", "num_workers", "num_envs_per_worker", "sample_async", "seed",
+        "num_cpus_for_learner", "num_cpus_per_worker", "num_gpus_for_learner", "model", "model_config",
+        "optimizer", "optimizer_config",
+    )
+    #: Top-level keys that stand for options of the built-in model (see ``learner_config.resolve_model``).
+    _model_shorthands: ClassVar[tuple[str, ...]] = ()
+    #: The built-in model's default options for this trainer.
+    _model_defaults: ClassVar[dict[str, Any]] = MODEL_DEFAULTS
+
+    # -- config --------------------------------------------------------------------------------
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {**COMMON_DEFAULTS, **cls._defaults}
+
+    @classmethod
+    def resolve_config(cls, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The full config: defaults, then ``config`` (aliases mapped); raises ValueError naming a bad key."""
+        defaults = cls.default_config()
+        resolved = copy.deepcopy(defaults)
+        given: dict[str, Any] = {}
+        for key, value in dict(config or {}).items():
+            name = cls._aliases.get(key, key)
+            if name not in defaults:
+                allowed = sorted(set(defaults) | set(cls._aliases))
+                raise ValueError(f"{cls._name} config: unknown key {key!r}; allowed keys: {allowed}")
+            if name in given:
+                raise ValueError(f"{cls._name} config: key {key!r} given twice (as {name!r} and an alias)")
+            given[name] = value
+        resolved.update(given)
+        cls._validate_common(resolved)
+        resolve_model(resolved, given, cls._model_shorthands, cls._model_defaults)
+        check_learner_keys(resolved)
+        if resolved["num_workers"] == "auto":
+            resolved[LAYOUT_REASON] = layout.resolve(resolved, given)
+        cls.validate_algorithm_config(resolved, given)
+        return resolved
+
+    @classmethod
+    def _validate_common(cls, c: dict[str, Any]) -> None:
+        env = c["env"]
+        check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
+              "algorithms.register_env, or a creator function", env)
+        check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
+        check(c["num_workers"] == "auto" or (is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
+              "must be an int >= 0 or 'auto'", c["num_workers"])
+        check(is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
+              "must be an int >= 1", c["num_envs_per_worker"])
+        check(is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
+              c["train_batch_size"])
+        check(isinstance(c["sample_async"], bool), "sample_async", "must be True or False", c["sample_async"])
+        requests = c["max_requests_in_flight_per_worker"]
+        check(requests is None or (is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
+              "must be None (asynchronous sampling streams) or an int >= 1", requests)
+        check(c["seed"] is None or is_seed(c["seed"]), "seed", "must be None or an int >= 0", c["seed"])
+        window = c["metrics_num_episodes_for_smoothing"]
+        check(is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
+        for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
+            check(is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+
+    @classmethod
+    def validate_algorithm_config(cls, config: dict[str, Any], given: dict[str, Any]) -> None:
+        """Check (and where a default depends on another key, adjust) the algorithm's own keys.
+
+        ``given`` holds the keys the user set; raise ValueError naming the first bad key.
+        """
+
+    @classmethod
+    def default_resource_request(cls, config: Mapping[str, Any]) -> list[dict[str, float]]:
+        """Bundle 0: the learner; bundles 1..num_workers: one per rollout actor.
+
+        Runs in the driver before the trial starts, so a bad config or an unknown env id fails
+        the sweep at once instead of a few seconds into each trial."""
+        c = cls.resolve_config(config)
+        publish_env_creators()  # runs in the driver with Ray up: trial actors will find the envs
+        resolve_env(c["env"])
+        learner = {"CPU": float(c["num_cpus_for_learner"])}
+        if c["num_gpus_for_learner"]:
+            learner["GPU"] = float(c["num_gpus_for_learner"])
+        if c["num_cpus_per_worker"] <= 0:
+            return [learner]
+        return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
+
+    # -- to implement ------------------------------------------------------------------------
+    def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
+        """Return (policy, factory, kwargs): the learner's policy and how workers build their copy.
+
+        By default the module ``config["model"]`` describes (the contract: ``algorithms/shared/models.py``),
+        initialised from the trial's seed, as a ``TorchPolicy`` on the learner's device; rollout
+        actors build their own on CPU with ``make_torch_policy``."""
+        import torch
+
+        from algorithms.shared.distributions import action_distribution
+        from algorithms.shared.models import build_model
+        from algorithms.shared.torch_policy import TorchPolicy, make_torch_policy
+
+        c = self.cfg
+        with torch.random.fork_rng(devices=[]):  # the module's init, seeded, without touching the global RNG
+            torch.manual_seed(self.seed)
+            module = build_model(c["model"], c["model_config"], observation_space, action_space,
+                                 action_distribution(action_space))
+        policy = TorchPolicy(module, observation_space, action_space, self.device, model=c["model"])
+        kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                  "observation_space": observation_space, "action_space": action_space}
+        return policy, make_torch_policy, kwargs
+
+    def postprocess_fragments(self, fragments: list[Fragment]) -> TrainBatch:
+        """The train batch made of the fragments the workers returned: the transitions to learn
+        from, flat (see :class:`~algorithms.fragment.TrainBatch`). A fragment's ``weights_version``
+        below ``self.workers.weights_version`` was sampled with older weights."""
+        raise NotImplementedError
+
+    def rollout_policy(
+        self, observation_space: Any, action_space: Any
+    ) -> tuple[Callable[..., Any], dict[str, Any], Mapping[str, np.ndarray]] | None:
+        """(factory, kwargs, first weights) of the rollout actors' policy, known before
+        ``build_policy`` runs (without torch), so the actors start, and streams sample, while the
+        learner builds its network; ``build_policy`` must then start from these weights. None:
+        the actors start after ``build_policy``, with its factory and weights."""
+        return None
+
+    #: Which learner ``build_learner`` chose ("torch", or a subclass's own fast path), for results.
+    learner_name = "torch"
+
+    def build_learner(self) -> None:
+        """Create the optimiser and whatever else ``learn_on_batch`` needs."""
+
+    def learn_on_batch(self, batch: TrainBatch) -> dict[str, float]:
+        raise NotImplementedError
+
+    def learner_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_learner_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Apply an in-place config change (``self.cfg`` already holds ``new``)."""
+
+    # -- Trainable ------------------------------------------------------------------------------
+    def setup(self, config: dict[str, Any]) -> None:
+        self.cfg = self.resolve_config(config)
+        c = self.cfg
+        if c["seed"] is None:
+            entropy = np.random.SeedSequence().entropy
+            assert isinstance(entropy, int)  # drawn from the OS when none is given
+            c["seed"] = int(entropy % (2**31))
+        self.seed = int(c["seed"])
+        self.env = resolve_env(c["env"])
+        self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])
+        self.env_steps_total = 0
+        self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
+        self._layout = sampling_layout(c)
+        self.window = EpisodeWindow(c["metrics_num_episodes_for_smoothing"])
+        rollout = self.rollout_policy(self.observation_space, self.action_space) if c["num_workers"] else None
+        if rollout is not None:
+            # The rollout actors' processes start now: they are the longer part of a trial's start.
+            factory, policy_kwargs, weights = rollout
+            self.workers = self._worker_group(factory, policy_kwargs, local_policy=None)
+            self.workers.set_weights(lambda: weights)
+            if self._streams():
+                self.workers.start_streams()
+                # Streams sample while the learner imports torch and builds, so the actors' start
+                # is on the trial's critical path and the learner's is not: on a few cores the two
+                # compete for the CPU, and building after the actors are up starts sampling sooner.
+                self.workers.wait_until_up(ACTOR_START_WAIT_S)
+        try:
+            self._set_learner_threads()
+            self.device = self._learner_device()
+            self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
+            self.build_learner()
+        except BaseException:
+            if rollout is not None:  # parked for the next trial, not left running
+                self.workers.stop()
+            raise
+        if rollout is None:
+            self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
+            self.workers.set_weights(self.policy.get_weights)
+        self._setup_done_at = time.perf_counter()
+        self._start_reported = False  # the rollout actors' start goes with the first result
+
+    def _streams(self) -> bool:
+        """Whether rollout actors sample as streams (``WorkerGroup.stream``)."""
+        c = self.cfg
+        return bool(c["num_workers"]) and c["sample_async"] and c["max_requests_in_flight_per_worker"] is None
+
+    def _worker_group(self, factory: Callable[..., Any], policy_kwargs: dict[str, Any], local_policy: Any) -> WorkerGroup:
+        c = self.cfg
+        return WorkerGroup(
+            worker_kwargs=dict(
+                env=self.env,
+                env_config=dict(c["env_config"]),
+                num_envs=c["num_envs_per_worker"],
+                policy_factory=factory,
+                policy_kwargs=policy_kwargs,
+                seed=self.seed,
+            ),
+            num_workers=c["num_workers"],
+            num_cpus_per_worker=c["num_cpus_per_worker"],
+            local_policy=local_policy,
+            # Streams sample from the moment each actor is up: started as many at once as this
+            # node has cores, the first are up (and sampling) long before the last.
+            max_starting=cores_here() if self._streams() else None,
+        )
+
+    def _set_learner_threads(self) -> None:
+        # Small networks: one thread per whole CPU of the learner's bundle, at least one
+        # (see algorithms/ppo/trainer.py for the measurement), for torch and for numpy's BLAS alike: in a
+        # Ray actor OMP_NUM_THREADS already says so, in a plain process BLAS would use every core.
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        threads = max(1, int(self.cfg["num_cpus_for_learner"]))
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        threadpool_limits(limits=threads, user_api="blas")
+
+    def _learner_device(self) -> str:
+        """"cuda" when bundle 0 has a GPU (Ray makes it the only one this process sees), else "cpu"."""
+        if not self.cfg["num_gpus_for_learner"]:
+            return "cpu"
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"config key 'num_gpus_for_learner': the learner was given {self.cfg['num_gpus_for_learner']} GPU(s) "
+                f"but torch {torch.__version__} sees no CUDA device (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); install a CUDA build of torch or set it to 0"
+            )
+        return "cuda"
+
+    def fragment_length(self, env_steps: int | None = None) -> tuple[int, int]:
+        """(vector steps per fragment, fragments) for ``env_steps`` env steps (default
+        ``train_batch_size``), spread over the workers and their envs."""
+        c = self.cfg
+        workers = max(1, c["num_workers"])
+        env_steps = c["train_batch_size"] if env_steps is None else env_steps
+        steps = math.ceil(env_steps / (workers * c["num_envs_per_worker"]))
+        return steps, workers
+
+    # -- one iteration ------------------------------------------------------------------------
+    def sample(self, env_steps: int) -> list[Fragment]:
+        """Fragments holding about ``env_steps`` env steps (reset steps included) from the rollout
+        workers: streamed, or sampled on request (synchronously or not, per the config); timed
+        into the iteration's ``sample_time_s``."""
+        start = time.perf_counter()
+        if self._streams():
+            fragments = self.workers.stream(env_steps)
+        else:
+            num_steps, num_fragments = self.fragment_length(env_steps)
+            requests = self.cfg["max_requests_in_flight_per_worker"] or 1
+            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests)
+        self._this_iter["sample_time_s"] += time.perf_counter() - start
+        return fragments
+
+    def count_batch(self, env_steps: int, episode_returns: np.ndarray, episode_lens: np.ndarray) -> None:
+        """Count a batch's env steps (transitions) and the episodes that ended in it."""
+        self.env_steps_total += env_steps
+        self._this_iter["env_steps"] += env_steps
+        self._this_iter["episodes"] += len(episode_returns)
+        self.window.add(episode_returns, episode_lens)
+
+    def training_step(self) -> dict[str, Any]:
+        """One iteration's work, returning the learner's metrics: on-policy, sample
+        ``train_batch_size`` env steps, make them a batch, learn on it, publish the weights.
+        An off-policy trainer samples into its replay buffer and learns from that instead."""
+        fragments = self.sample(self.cfg["train_batch_size"])
+        batch = self.postprocess_fragments(fragments)
+        self.count_batch(batch.env_steps, batch.episode_returns, batch.episode_lens)
+        metrics = self.learn_on_batch(batch)
+        self.workers.set_weights(self.policy.get_weights)
+        return metrics
+
+    def step(self) -> dict[str, Any]:
+        start = time.perf_counter()
+        first, self._start_reported = not self._start_reported, True
+        self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
+        learn_metrics = self.training_step()
+        end = time.perf_counter()
+        env_steps, sample_s = self._this_iter["env_steps"], self._this_iter["sample_time_s"]
+        result = {
+            **self.window.metrics(),
+            "episodes_this_iter": self._this_iter["episodes"],
+            "episodes_total": self.window.episodes_total,
+            "env_steps_this_iter": env_steps,
+            "env_steps_total": self.env_steps_total,
+            "env_steps_per_s": env_steps / max(end - start, 1e-9),
+            "sample_time_s": sample_s,
+            "learn_time_s": end - start - sample_s,
+            "num_worker_restarts": self.workers.num_restarts,
+            "sampling_layout": self._layout,
+            "learner": self.learner_name,
+            "learner_device": str(self.device),
+            "rollout_nodes": self.workers.placement(),
+        }
+        if LAYOUT_REASON in self.cfg:
+            result["sampling_layout_reason"] = self.cfg[LAYOUT_REASON]
+        if first:  # how the rollout actors started: reused from the last trial, or new processes
+            start_s = self.workers.start_s or 0.0
+            # the part of their start that ran while this trial was still setting up (it is inside
+            # the trial's start, not its first sampling)
+            in_setup = min(start_s, max(self._setup_done_at - self.workers.created_at, 0.0))
+            result.update(worker_start_time_s=start_s, worker_start_in_setup_s=in_setup,
+                          num_workers_reused=self.workers.reused, num_workers_started=self.workers.started)
+        result.update(learn_metrics)
+        return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        state = {
+            "format": 1,
+            "algorithm": self._name,
+            "policy": {k: v.cpu() for k, v in self.policy.state_dict().items()},
+            "counters": {"env_steps_total": self.env_steps_total, "seed": self.seed},
+            "episode_window": self.window.state(),
+            "learner": self.learner_state(),
+        }
+        import torch
+
+        torch.save(state, os.path.join(checkpoint_dir, STATE_FILE))
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        if not isinstance(checkpoint, str):
+            raise ValueError(f"{self._name}: expected a checkpoint directory, got {type(checkpoint).__name__}")
+        import torch
+
+        state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
+        self.policy.load_state_dict(state["policy"])
+        self.env_steps_total = int(state["counters"]["env_steps_total"])
+        self.window.load_state(state["episode_window"])
+        self.load_learner_state(state["learner"])
+        self.workers.set_weights(self.policy.get_weights)
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        """Apply ``new_config`` in place (learning hyperparameters); False when it needs a rebuild."""
+        new = self.resolve_config(new_config)
+        old = self.cfg
+        new["seed"] = old["seed"] if new["seed"] is None else new["seed"]
+        if any(_differs(old[k], new[k]) for k in self._rebuild_keys):
+            return False
+        self.cfg = new
+        self.config = dict(new_config)
+        self.reset_algorithm_config(old, new)
+        return True
+
+    def cleanup(self) -> None:
+        workers = getattr(self, "workers", None)
+        if workers is not None:
+            workers.stop()
+
+    # -- inference ---------------------------------------------------------------------------
+    def compute_actions(self, obs: Any, explore: bool = True, seed: int | None = None) -> np.ndarray:
+        """Actions of the current policy for a batch of observations (for the env, clipped)."""
+        from algorithms.shared.rollout import ObsEncoder
+
+        encoded = ObsEncoder(self.observation_space)(np.asarray(obs))
+        rng = np.random.default_rng(seed)
+        env_actions, _, _, _ = self.policy.act(encoded, rng, explore=explore, new_noise=True)
+        return env_actions
+
+    def compute_single_action(self, obs: Any, explore: bool = True, seed: int | None = None) -> Any:
+        return self.compute_actions(np.asarray(obs)[None], explore=explore, seed=seed)[0]
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) != list(b)
+    try:
+        return bool(a != b)
+    except Exception:  # noqa: BLE001
+        return a is not b
+
+
+def concat_fragments(batches: list[TrainBatch]) -> TrainBatch:
+    """One train batch of many (see :func:`algorithms.fragment.concat_batches`)."""
+    return concat_batches(batches)
