@@ -1,10 +1,10 @@
 """``b + x @ w`` for a stacked weight with few output columns, every product in a fast shape.
 
-MKL's single-precision GEMM is slow on some CPUs (an AVX-512 AMD EPYC among them) when the
+MKL's single-precision GEMM is slow on some CPUs (benchmarks/RESULTS.md names one) when the
 product has only a few columns: ``(512 x 64) @ (64 x 2)`` and the weight gradient
 ``(64 x 512) @ (512 x 2)`` each cost as much as a whole ``(512 x 64) @ (64 x 64)``, while the
 same arithmetic laid out with the few outputs as the product's *rows*, ``(2 x 64) @ (64 x 512)``,
-runs about five times faster. A policy's output layer (two logits, one value) is that narrow
+runs several times faster. A policy's output layer (two logits, one value) is that narrow
 product, forward and backward. :func:`narrow_baddbmm` computes ``baddbmm(b, x, w)`` transposed
 (``(w^T x^T + b^T)^T``) and its gradients as ``g @ w^T`` and ``(g^T x)^T``: the same sums, in
 shapes that are fast everywhere.

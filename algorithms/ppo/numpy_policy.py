@@ -2,7 +2,7 @@
 
 A rollout actor only chooses actions, so it needs the network's forward pass and the action
 distribution's sampling, not autograd. Doing both in numpy keeps torch out of the rollout actor's
-process: importing torch costs a rollout actor more CPU (1.5-2 s) than anything else in its start,
+process: importing torch costs a rollout actor more CPU than anything else in its start,
 and a sweep starts many of them. For a 64-wide MLP numpy's calls are also cheaper than torch's
 (``benchmarks/sampling.py`` prints both).
 

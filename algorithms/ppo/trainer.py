@@ -27,11 +27,11 @@ are chosen for speed on small problems. "Solved" is benchmarks/ppo_cartpole.py's
 return of the last 100 episodes reaches 475 on CartPole-v1 within 100k env steps.
 
 * ``num_envs_per_worker=16, train_batch_size=2048`` (128 steps of each env per iteration),
-  ``minibatch_size=512, num_epochs=10, lr=2.5e-3``: 20 of 20 seeds solved, at 63k-71k env steps,
-  with about 1,300 SGD updates. Variations, 10 seeds each: ``train_batch_size=1024``: 9/10
-  (66k-102k); ``train_batch_size=4096``: 10/10 but 69k-85k; ``lr=3e-3``: 10/10 (61k-69k);
-  ``train_batch_size=1024, lr=2e-3``: 6/10. rl-zoo's shape (8 envs x 32 steps, one minibatch
-  of 256, 20 epochs) needs about six times as many SGD updates per env step.
+  ``minibatch_size=512, num_epochs=10, lr=2.5e-3``: the shape that solved on every seed tried,
+  with the fewest SGD updates of the shapes compared (smaller batches or a lower rate solve on
+  fewer seeds, larger ones later; rl-zoo's shape, 8 envs x 32 steps, one minibatch of 256, 20
+  epochs, needs several times as many updates per env step). The seed counts behind this are in
+  benchmarks/RESULTS.md ("PPO's defaults on CartPole-v1").
 * Learning is most of a CartPole run, on one thread (the learner's torch threads are
   ``int(num_cpus_for_learner)``; a second thread does not speed up a network this small). For a
   network this small the number of calls is the cost, so the built-in separate tanh MLPs with

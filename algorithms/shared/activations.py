@@ -1,7 +1,7 @@
 """The activations of the built-in torch networks, with a tanh that is fast on a CPU learner.
 
-torch's CPU ``tanh`` kernel can be several times slower than numpy's vectorised one (on an
-AVX-512 AMD EPYC it costs more than the 64x64 matmul next to it), and the built-in networks are
+torch's CPU ``tanh`` kernel can be several times slower than numpy's vectorised one (on some CPUs
+it costs more than the 64x64 matmul next to it: benchmarks/RESULTS.md), and the built-in networks are
 tanh MLPs whose learner runs on a CPU by default. :func:`tanh` computes the forward pass with
 numpy's ``tanh`` on a CPU float tensor's own memory, and the gradient with torch's
 ``tanh_backward``; on any other device or dtype, and for tensors too small for the kernel to

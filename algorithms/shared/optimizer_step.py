@@ -2,8 +2,8 @@
 
 torch wraps every optimiser's ``step`` (``Optimizer.profile_hook_step``): each call opens a
 profiler range, two ``torch.ops.profiler`` calls through Python, and runs the global and the
-optimiser's own step hooks. On a CPU that is some 30 us of Python per call, as much as the fused
-Adam update of a 64x64 policy. A trainer builds and owns its optimiser, so :func:`lean_step`
+optimiser's own step hooks. On a CPU that Python costs about as much as the fused Adam update of
+a 64x64 policy (benchmarks/RESULTS.md has the figures). A trainer builds and owns its optimiser, so :func:`lean_step`
 returns a callable that runs the optimiser's own update under ``torch.no_grad()`` (what the
 wrapper does for a non-differentiable optimiser) without the range, as long as no step hook is
 registered, globally or on the optimiser, and no profiler is recording; when one is, it calls
