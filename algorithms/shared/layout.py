@@ -19,9 +19,9 @@ the machine's scheduling, not the env); rollout actors otherwise: one per env
 hold beside the learner. Keys the user gave are never changed.
 
 It is decided in the driver before the trial's placement group is made (the group's bundles
-depend on it) and published in Ray's key-value store, so the trial, which resolves its config
-again, takes the same layout; a trainer outside a sweep times the env itself. Timings are cached
-per process, one per env and env config.
+depend on it), as part of the trial's resolved config, which the trial takes with it
+(``DistributedTrainer.prepare_trial``); a trainer outside a sweep times the env itself. Timings
+are cached per process, one per env and env config.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ IN_PROCESS_BELOW_S = 0.5
 EVEN_WITHIN = 3.0
 UNEVEN_ABOVE_S = 1e-3  # a tail shorter than this is scheduling noise, not a slow simulator
 MIN_CPUS_PER_ACTOR = 0.05
-_KV_PREFIX = b"tuner_algorithms_layout:"
 
 _timings: dict[str, "EnvTiming"] = {}
 
@@ -60,9 +59,9 @@ class EnvTiming:
 
 def time_env(env: Any, env_config: Mapping[str, Any]) -> EnvTiming:
     """Step one env with random actions for about ``TIMING_S`` (at least 5 steps)."""
-    from algorithms.shared.rollout import make_vector_env
+    from algorithms.shared.rollout import make_vector_env, resolve_env
 
-    envs = make_vector_env(env, env_config, 1)
+    envs = make_vector_env(resolve_env(env), env_config, 1)
     try:
         envs.reset(seed=0)
         envs.action_space.seed(0)
@@ -108,43 +107,24 @@ def choose(timing: EnvTiming, config: Mapping[str, Any], given: Mapping[str, Any
     }
 
 
-#: The keys a layout decision depends on besides the env.
-_DECISION_KEYS = ("num_envs_per_worker", "num_cpus_per_worker", "num_cpus_for_learner", "sample_async",
-                  "train_batch_size")
-
-
-def _key(config: Mapping[str, Any], given: Mapping[str, Any] | None = None) -> str:
-    """The env and env config (and with ``given``, what else the decision depends on), hashed."""
+def _key(config: Mapping[str, Any]) -> str:
+    """The env and env config, hashed."""
     env = config["env"]
     name = env if isinstance(env, str) else f"{getattr(env, '__module__', '')}.{getattr(env, '__qualname__', env)}"
     parts: list[Any] = [name, sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items())]
-    if given is not None:
-        parts += [[k, repr(config[k]), k in given] for k in _DECISION_KEYS]
     return hashlib.sha1(json.dumps(parts, default=repr).encode()).hexdigest()
 
 
 def resolve(config: dict[str, Any], given: Mapping[str, Any]) -> str:
     """Replace ``num_workers="auto"`` in ``config`` by a layout (see the module's doc); returns the
-    reason. In a sweep's driver the decision is published for the trial, which takes it as is."""
+    reason."""
     import ray
 
-    kv_key = _KV_PREFIX + _key(config, given).encode()
-    decision = None
-    if ray.is_initialized():
-        from ray.experimental import internal_kv
-
-        blob = internal_kv._internal_kv_get(kv_key)
-        decision = json.loads(blob) if blob is not None else None
-    if decision is None:
-        timing_key = _key(config)
-        timing = _timings.get(timing_key)
-        if timing is None:
-            timing = _timings[timing_key] = time_env(config["env"], config["env_config"])
-        cpus = float(ray.cluster_resources().get("CPU", 1.0)) if ray.is_initialized() else 1.0
-        decision = choose(timing, config, given, cpus)
-        if ray.is_initialized():
-            from ray.experimental import internal_kv
-
-            internal_kv._internal_kv_put(kv_key, json.dumps(decision).encode(), overwrite=False)
+    timing_key = _key(config)
+    timing = _timings.get(timing_key)
+    if timing is None:
+        timing = _timings[timing_key] = time_env(config["env"], config["env_config"])
+    cpus = float(ray.cluster_resources().get("CPU", 1.0)) if ray.is_initialized() else 1.0
+    decision = choose(timing, config, given, cpus)
     config.update({name: value for name, value in decision.items() if name != "reason"})
-    return decision["reason"]
+    return str(decision["reason"])

@@ -35,8 +35,6 @@ from algorithms.shared.vector_env import SerialVectorEnv
 EnvCreator = Callable[[Mapping[str, Any]], gym.Env]
 
 _ENV_CREATORS: dict[str, EnvCreator] = {}
-_UNPUBLISHED: set[str] = set()
-_KV_PREFIX = b"tuner_algorithms_env:"
 
 
 class EnvContext(dict):
@@ -51,8 +49,11 @@ class EnvContext(dict):
 def register_env(name: str, creator: EnvCreator) -> None:
     """Make ``creator(env_config) -> gym.Env`` available as ``config["env"] = name``.
 
-    As in RLlib, the creator is published to the Ray cluster (Ray's internal key-value store),
-    so trial actors and rollout actors in other processes find it too.
+    The name is looked up where a trainer's config is resolved: in a sweep, the driver (register
+    before ``tune.run``), which hands the creator to each trial with its config; outside one, the
+    process that builds the trainer. Rollout actors get the creator from their trainer. A
+    function trainable that builds a trainer itself registers its envs inside the function, or
+    passes the creator as ``env``.
 
     Example:
         >>> import gymnasium as gym
@@ -63,40 +64,11 @@ def register_env(name: str, creator: EnvCreator) -> None:
     if not callable(creator):
         raise ValueError(f"register_env: creator for {name!r} must be callable, got {type(creator).__name__}")
     _ENV_CREATORS[name] = creator
-    _UNPUBLISHED.add(name)
-    publish_env_creators()
-
-
-def publish_env_creators() -> None:
-    """Copy creators registered in this process into Ray's key-value store (once Ray is up)."""
-    import ray
-
-    if not _UNPUBLISHED or not ray.is_initialized():
-        return
-    import cloudpickle
-    from ray.experimental import internal_kv
-
-    for name in sorted(_UNPUBLISHED):
-        internal_kv._internal_kv_put(_KV_PREFIX + name.encode(), cloudpickle.dumps(_ENV_CREATORS[name]), overwrite=True)
-    _UNPUBLISHED.clear()
 
 
 def lookup_env_creator(name: str) -> EnvCreator | None:
-    """The creator registered as ``name`` in this process or on the Ray cluster, else None."""
-    if name in _ENV_CREATORS:
-        return _ENV_CREATORS[name]
-    import ray
-
-    if ray.is_initialized():
-        import cloudpickle
-        from ray.experimental import internal_kv
-
-        blob = internal_kv._internal_kv_get(_KV_PREFIX + name.encode())
-        if blob is not None:
-            creator = cloudpickle.loads(blob)
-            _ENV_CREATORS[name] = creator
-            return creator
-    return None
+    """The creator registered as ``name`` in this process, else None."""
+    return _ENV_CREATORS.get(name)
 
 
 def resolve_env(env: str | EnvCreator) -> str | EnvCreator:

@@ -4,7 +4,9 @@
 (on-policy: ``algorithms/ppo/trainer.py``; off-policy, with a replay buffer: ``algorithms/dqn/trainer.py``,
 ``algorithms/sac/trainer.py``):
 
-* config: defaults, aliases, unknown keys and bad values rejected with the key named;
+* config: defaults, aliases, unknown keys and bad values rejected with the key named; in a
+  sweep the driver resolves a trial's config once (``prepare_trial``: defaults, checks, the
+  ``num_workers="auto"`` layout, the env's creator) and the trial takes that, as it is;
 * ``default_resource_request``: bundle 0 for the learner (the trial actor), one bundle per
   rollout actor, so a trial reserves its workers' CPUs atomically with its own and a sweep of
   trainers never deadlocks; the actors are placed into those bundles of the trial's group;
@@ -25,6 +27,7 @@ builds the model of the contract (``algorithms/shared/models.py``) unless the su
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import time
@@ -33,12 +36,23 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from algorithms.shared import layout
-from algorithms.fragment import Fragment, TrainBatch, concat_batches
+from algorithms.fragment import Fragment, TrainBatch
 from algorithms.shared.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
-from algorithms.shared.rollout import EpisodeWindow, env_spaces, publish_env_creators, resolve_env
+from algorithms.shared.rollout import EnvCreator, EpisodeWindow, env_spaces, resolve_env
 from algorithms.shared.worker_group import WorkerGroup, cores_here
 from schedulers.validation import is_int, is_number, is_seed
 from tuner.trainable.trainable import Trainable
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedTrial:
+    """A trial's config as the driver resolved it (``DistributedTrainer.prepare_trial``), carried
+    to the trial's actor with the trial: the config it was given, the full config (defaults, the
+    sampling layout) and the env (a gymnasium id, or the creator registered under its name)."""
+
+    given: Mapping[str, Any]
+    config: dict[str, Any]
+    env: str | EnvCreator
 
 
 STATE_FILE = "trainer_state.pt"
@@ -184,15 +198,29 @@ class DistributedTrainer(Trainable):
 
         Runs in the driver before the trial starts, so a bad config or an unknown env id fails
         the sweep at once instead of a few seconds into each trial."""
-        c = cls.resolve_config(config)
-        publish_env_creators()  # runs in the driver with Ray up: trial actors will find the envs
-        resolve_env(c["env"])
+        c = cls.prepare_trial(config).config
         learner = {"CPU": float(c["num_cpus_for_learner"])}
         if c["num_gpus_for_learner"]:
             learner["GPU"] = float(c["num_gpus_for_learner"])
         if c["num_cpus_per_worker"] <= 0:
             return [learner]
         return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
+
+    @classmethod
+    def prepare_trial(cls, config: Mapping[str, Any]) -> ResolvedTrial:
+        """The trial's config resolved in the driver (see ``Trainable.prepare_trial``): its
+        layout decided and its env's creator looked up there, where it was registered."""
+        resolved = cls.resolve_config(config)
+        return ResolvedTrial(given=dict(config), config=resolved, env=resolve_env(resolved["env"]))
+
+    def _resolved(self, config: Mapping[str, Any] | None) -> ResolvedTrial:
+        """``config`` as the driver resolved it for this trial, or resolved here (outside a
+        sweep, or for a config the driver did not prepare)."""
+        info = self.get_trial_info()
+        prepared = info.prepared if info is not None else None
+        if isinstance(prepared, ResolvedTrial) and _same_config(prepared.given, config or {}):
+            return dataclasses.replace(prepared, config=copy.deepcopy(prepared.config))
+        return self.prepare_trial(config or {})
 
     # -- to implement ------------------------------------------------------------------------
     def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
@@ -252,14 +280,15 @@ class DistributedTrainer(Trainable):
 
     # -- Trainable ------------------------------------------------------------------------------
     def setup(self, config: dict[str, Any]) -> None:
-        self.cfg = self.resolve_config(config)
+        resolved = self._resolved(config)
+        self.cfg = resolved.config
         c = self.cfg
         if c["seed"] is None:
             entropy = np.random.SeedSequence().entropy
             assert isinstance(entropy, int)  # drawn from the OS when none is given
             c["seed"] = int(entropy % (2**31))
         self.seed = int(c["seed"])
-        self.env = resolve_env(c["env"])
+        self.env = resolved.env
         self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])
         self.env_steps_total = 0
         self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
@@ -445,7 +474,7 @@ class DistributedTrainer(Trainable):
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         """Apply ``new_config`` in place (learning hyperparameters); False when it needs a rebuild."""
-        new = self.resolve_config(new_config)
+        new = self._resolved(new_config).config
         old = self.cfg
         new["seed"] = old["seed"] if new["seed"] is None else new["seed"]
         if any(_differs(old[k], new[k]) for k in self._rebuild_keys):
@@ -483,6 +512,9 @@ def _differs(a: Any, b: Any) -> bool:
         return a is not b
 
 
-def concat_fragments(batches: list[TrainBatch]) -> TrainBatch:
-    """One train batch of many (see :func:`algorithms.fragment.concat_batches`)."""
-    return concat_batches(batches)
+def _same_config(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two configs are equal (False where their values cannot be compared, arrays say)."""
+    try:
+        return bool(dict(a) == dict(b))
+    except Exception:  # noqa: BLE001 - an ambiguous comparison counts as different
+        return False

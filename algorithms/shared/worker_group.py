@@ -31,7 +31,7 @@ from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from algorithms.fragment import Fragment
-from algorithms.shared.rollout import RolloutWorker, publish_env_creators
+from algorithms.shared.rollout import RolloutWorker
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,6 @@ class WorkerGroup:
             self.local = RolloutWorker(**worker_kwargs, worker_index=0, single_thread=False, policy=local_policy)
             self.start_s = 0.0
             return
-        publish_env_creators()
         self._pg = ray.util.get_current_placement_group()
         if self._pg is not None and self._cpus > 0 and len(self._pg.bundle_specs) < num_workers + 1:
             raise ValueError(

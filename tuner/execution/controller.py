@@ -44,6 +44,7 @@ from tuner.search.variants import flatten_dict
 from tuner.stopper import DictStopper, Stopper
 from tuner.store import Store, StoreError
 from tuner.trainable.checkpoint import Checkpoint
+from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import AUTO_RESULT_KEYS, Trainable
 
@@ -100,6 +101,7 @@ class Controller:
         self._metric = metric
         self._mode = mode
         self._resources_for = resources_for
+        self._prepared: dict[str, tuple[dict[str, Any], Any]] = {}  # trial id -> (config, prepare_trial's)
         self._max_trials = max_trials
         self._max_concurrent = max_concurrent_trials or 0
         self._max_failures = max_failures
@@ -374,6 +376,14 @@ class Controller:
             self._save_state(force=True)
         return True
 
+    def _info(self, trial: Trial) -> TrialInfo:
+        """The trial's info for its actor, with the trainable's ``prepare_trial`` of its current
+        config, worked out once per config (an exploit gives the trial a new one)."""
+        held = self._prepared.get(trial.trial_id)
+        if held is None or held[0] is not trial.config:
+            held = self._prepared[trial.trial_id] = (trial.config, self._trainable_cls.prepare_trial(trial.config))
+        return trial.info(prepared=held[1])
+
     def _start_trial(self, trial: Trial) -> bool:
         if not self._can_start_more():
             return False
@@ -396,7 +406,7 @@ class Controller:
             window_s=RESULT_BATCH_WINDOW_S,
             trainable_cls=None if slot.has_trainable else self._trainable_cls,
             config=trial.config,
-            info=trial.info(),
+            info=self._info(trial),
             checkpoint_path=trial.checkpoint_path,
             checkpoint_freq=0 if self._is_function else self._checkpoint_freq,
             reapply_config=reapply_config,
@@ -455,7 +465,7 @@ class Controller:
         if exploit is not None:
             donor_checkpoint = self._record_exploit(trial, exploit)
             self._inflight[self._backend.call(slot.actor, "exploit", trial.config, donor_checkpoint,
-                                              trial.info())] = (trial, Call.EXPLOIT)
+                                              self._info(trial))] = (trial, Call.EXPLOIT)
         if self._exploits.take_checkpoint_request(trial.trial_id):
             self._inflight[self._backend.call(slot.actor, "save")] = (trial, Call.CHECKPOINT)
         self._submit_run(trial)  # actor calls run in order: exploit, save, then the next iterations

@@ -45,7 +45,9 @@ class Trial:
     def iteration(self) -> int:
         return int(self.last_result.get("training_iteration", 0)) if self.last_result else 0
 
-    def info(self) -> TrialInfo:
+    def info(self, prepared: Any = None) -> TrialInfo:
+        """What the trial's actor is told of it; ``prepared``: the trainable's ``prepare_trial``
+        of the trial's current config."""
         return TrialInfo(
             trial_id=self.trial_id,
             trial_name=self.trial_name,
@@ -53,6 +55,7 @@ class Trial:
             experiment_name=self.experiment_name,
             trial_index=self.index,
             resources=tuple(dict(b) for b in self.placement_group_factory.bundles),
+            prepared=prepared,
         )
 
     def __repr__(self) -> str:

@@ -162,6 +162,7 @@ class TrialActor:
         iteration, time_total = self._trainable.progress()
         try:
             self._trainable.restore(checkpoint_path)
+            self._trainable.set_trial_info(info)  # what the driver prepared for the new config
             in_place = bool(self._trainable.reset_config(dict(config)))
             if in_place:
                 self._trainable.config = dict(config)

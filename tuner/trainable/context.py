@@ -16,6 +16,8 @@ class TrialInfo:
     experiment_name: str
     trial_index: int = 0
     resources: tuple[dict[str, float], ...] = ()
+    #: What the trainable's ``prepare_trial`` worked out in the driver for this trial's config.
+    prepared: Any = dataclasses.field(default=None, repr=False, compare=False)
 
 
 class TrainContext:
@@ -40,5 +42,5 @@ class TrainContext:
         return [dict(b) for b in self._info.resources]
 
     def __repr__(self) -> str:
-        fields: dict[str, Any] = dataclasses.asdict(self._info)
+        fields: dict[str, Any] = {f.name: getattr(self._info, f.name) for f in dataclasses.fields(self._info) if f.repr}
         return f"TrainContext({fields})"

@@ -89,6 +89,15 @@ class Trainable:
         """The placement-group bundles one trial of ``config`` needs, or None for the default."""
         return None
 
+    @classmethod
+    def prepare_trial(cls, config: Mapping[str, Any]) -> Any:
+        """What the driver works out once for a trial's ``config`` and hands to the trial's actor
+        with the trial, as ``self.get_trial_info().prepared``: a trainer's resolved config, say,
+        so the trial does not resolve it again (and perhaps differently) in its own process.
+        Runs in the driver for each config a trial starts or is exploited with; the result must
+        pickle. None (the default): nothing."""
+        return None
+
     # -- engine side -----------------------------------------------------------------------
     @property
     def iteration(self) -> int:

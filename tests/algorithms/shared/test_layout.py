@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from algorithms import PPO
+from algorithms import PPO, register_env
 from algorithms.shared.layout import EnvTiming, choose
 from tuner import tune
 
@@ -75,3 +77,27 @@ def test_a_trial_runs_the_layout_the_driver_chose_and_tuner_show_says_why(tmp_pa
     assert out.returncode == 0, out.stderr
     assert "SAMPLING" in out.stdout and "2 rollout actors x 1 envs, async" in out.stdout
     assert "sampling (num_workers='auto'): env step" in out.stdout
+
+
+def slow_in_driver(config):
+    """CartPole whose steps take 5 ms in the process that started the sweep, and no time elsewhere."""
+    from algorithms.shared.envs import SlowCartPole
+
+    return SlowCartPole(fast_ms=5.0 if os.getpid() == config["driver_pid"] else 0.0, slow_prob=0.0)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_trial_runs_the_config_the_driver_resolved_not_one_of_its_own(tmp_path):
+    """The env is slow only in the driver, which so chooses rollout actors; a trial that resolved
+    its config itself would time a fast env and sample in its own process. The env's name is
+    registered in the driver only: the trial gets the creator with its config."""
+    register_env("slow-in-driver", slow_in_driver)
+    analysis = tune.run("PPO", config={"env": "slow-in-driver", "env_config": {"driver_pid": os.getpid()},
+                                       "num_workers": "auto", "num_envs_per_worker": 2, "train_batch_size": 256,
+                                       "minibatch_size": 128, "num_epochs": 1, "seed": 0},
+                        stop={"training_iteration": 1}, storage_path=str(tmp_path), name="carried", verbose=0)
+    (trial,) = analysis.trials
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.last_result["sampling_layout"] == "2 rollout actors x 1 envs, async"
+    analysis.close()
+
