@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import ray
 
-from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler
+from schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
+from schedulers.trial_status import TrialStatus
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
@@ -35,6 +36,7 @@ from tuner.search.searcher import Searcher
 from tuner.sendable import check_config_values, check_trainable_sendable
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
+from tuner.sweep_status import SweepStatus
 from tuner.tensorboard.domains import describe_search_space
 from tuner.trainable.function_trainable import wrap_function
 from tuner.trainable.trainable import Trainable
@@ -409,7 +411,7 @@ def _run_sweep(
             retry_errored=sweep.resume in ("ERRORED_ONLY", "RESTART_ERRORED"),
             restart_errored=sweep.resume == "RESTART_ERRORED",
         ))
-    store.set_experiment_status(experiment_id, "RUNNING")
+    store.set_experiment_status(experiment_id, SweepStatus.RUNNING)
     with heartbeat.Heartbeat(store, experiment_id):
         return _run_controller(controller, store, experiment_id, profiler)
 
@@ -580,7 +582,7 @@ def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, An
 
 
 def _raise_for_failures(trials: Sequence[Any], *, fail_fast: bool | str, raise_on_failed_trial: bool) -> None:
-    failed = [t for t in trials if t.status == ERROR]
+    failed = [t for t in trials if t.status == TrialStatus.ERROR]
     if failed and isinstance(fail_fast, str):  # fail_fast="raise": the first failure's error
         raise TuneError(f"trial {failed[0].trial_name} failed (fail_fast='raise'):\n{failed[0].error}")
     if failed and raise_on_failed_trial:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from schedulers.trial_status import TrialStatus
 from tuner.callback import Callback
 from tuner.cli import spec as spec_mod
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, CLIError
@@ -73,14 +74,14 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
             print(f"best config: {short_repr(best.config)}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
-    silent = [t.trial_id for t in trials if t.status == "TERMINATED" and not t.last_result]
+    silent = [t.trial_id for t in trials if t.status == TrialStatus.TERMINATED and not t.last_result]
     if silent:
         names = ", ".join(silent[:5]) + (" ..." if len(silent) > 5 else "")
         print(f"{len(silent)} trial(s) reported no result: {names} (a function trainable must call tune.report)")
     cut = analysis.budget_cut
     if cut is not None:
         print(cut.line(f"`{_command_hint(ref)}`"))
-    failed = [t for t in trials if t.status == "ERROR"]
+    failed = [t for t in trials if t.status == TrialStatus.ERROR]
     if failed:
         names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
         print(f"tuner: {len(failed)} trial(s) failed: {names}; `{_command_hint(ref, 'show')}` shows their errors",
