@@ -26,6 +26,7 @@ from tuner.cli.paths import (
 from tuner.cli.yaml_io import dump
 from tuner.display import short_repr
 from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
+from tuner.run_options import RunOptions
 
 
 class SaveSpec(Callback):
@@ -148,7 +149,7 @@ def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, 
 
 
 def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
-    from tuner import tune
+    from tuner.api import run_sweep
 
     if args.address:  # tune.run joins $RAY_ADDRESS (after it has opened the store)
         os.environ["RAY_ADDRESS"] = args.address
@@ -156,10 +157,9 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
     callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document, ref.url)) if cb is not None]
     created = ref.database_url is None and not ref.run_dir.exists()
     try:
-        analysis = tune.run(
-            spec.trainable, **spec.run_kwargs(), verbose=0, raise_on_failed_trial=False, resume=resume,
-            callbacks=callbacks,
-        )
+        options = RunOptions(**spec.run_kwargs(), verbose=0, raise_on_failed_trial=False, resume=resume,
+                             callbacks=callbacks)
+        analysis = run_sweep(spec.trainable, options)
     except BaseException:  # noqa: BLE001 - interrupts included: the partial sweep is discarded, then re-raised
         if progress is not None:
             progress.close()

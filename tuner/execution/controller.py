@@ -41,6 +41,7 @@ from tuner.execution.slots import SlotPool
 from tuner.execution.trial import Trial
 from tuner.execution.trial_naming import TrialNamer
 from tuner.flatten import flat_result
+from tuner.run_options import RunOptions
 from tuner.search.searcher import Searcher
 from tuner.stopper import DictStopper, Stopper
 from tuner.store import Store, StoreError
@@ -58,7 +59,12 @@ _STATE_SAVE_INTERVAL_S = 2.0
 
 
 class Controller:
-    """Runs one experiment to completion; see ``tune.run`` for the meaning of the arguments."""
+    """Runs one experiment to completion.
+
+    ``options`` are ``tune.run``'s, checked (see ``tune.run`` for their meaning; the controller
+    reads the metric and mode, the trial limits, failures, checkpointing and the time budget from
+    them); the other arguments are the parts ``tune.run`` made from them.
+    """
 
     def __init__(
         self,
@@ -71,24 +77,16 @@ class Controller:
         searcher: Searcher,
         scheduler: TrialScheduler,
         stopper: Stopper,
-        metric: str | None,
-        mode: str | None,
         resources_for: Callable[[dict[str, Any]], PlacementGroupFactory],
+        options: RunOptions,
         max_trials: int | None = None,
-        max_concurrent_trials: int | None = None,
-        max_failures: int = 0,
-        checkpoint_freq: int = 0,
-        checkpoint_at_end: bool = False,
-        time_budget_s: float | None = None,
         reporter: ProgressReporter | None = None,
         callbacks: CallbackList | None = None,
         callback_info: dict[str, Any] | None = None,
         checkpoint_manager: CheckpointManager | None = None,
         trial_namer: TrialNamer | None = None,
-        fail_fast: bool | str = False,
         profiler: SweepProfiler | None = None,
         backend: Backend | None = None,
-        cpu_share: float | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -99,28 +97,28 @@ class Controller:
         self._searcher = searcher
         self._scheduler = scheduler
         self._stopper = stopper
-        self._metric = metric
-        self._mode = mode
+        self._metric = options.metric
+        self._mode = options.mode
         self._resources_for = resources_for
         self._max_trials = max_trials
-        self._max_concurrent = max_concurrent_trials or 0
-        self._max_failures = max_failures
-        self._checkpoint_freq = checkpoint_freq
-        self._checkpoint_at_end = checkpoint_at_end
-        self._time_budget_s = time_budget_s
+        self._max_concurrent = options.max_concurrent_trials or 0
+        self._max_failures = options.max_failures
+        self._checkpoint_freq = options.checkpoint_freq
+        self._checkpoint_at_end = options.checkpoint_at_end
+        self._time_budget_s = options.time_budget_s
         self._callbacks = callbacks or CallbackList([])
         if reporter is not None:  # the progress output is a callback like any other
             self._callbacks.add(reporter)
         self._checkpoints = checkpoint_manager or CheckpointManager(store, experiment_id, run_dir)
         self._namer = trial_namer
-        self._fail_fast = fail_fast
+        self._fail_fast = options.fail_fast
         self._failed_fast = False  # a trial failed for good under fail_fast: stop everything
         self._callback_info = dict(callback_info or {})
         self._profiler = profiler
         self._iteration = 0  # loop passes, the ``iteration`` callbacks see
 
         self._trials: list[Trial] = []
-        self._pool = SlotPool(backend, cpu_share=cpu_share)  # Ray's unless a backend is given
+        self._pool = SlotPool(backend, cpu_share=options.cpu_share)  # Ray's unless a backend is given
         self._backend = self._pool.backend
         self._inflight: dict[Any, tuple[Trial, Call]] = {}  # a call's answer handle -> what it was
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
@@ -128,11 +126,11 @@ class Controller:
         self._searcher_finished = False
         self._stop_everything = False
         self._budget_spent = False  # the time budget stopped the sweep (see ``budget``)
-        self._metric_checked = metric is None and not isinstance(stopper, DictStopper)
+        self._metric_checked = options.metric is None and not isinstance(stopper, DictStopper)
         self._start_time = 0.0
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
-        self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
+        self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not options.checkpoint_at_end else 1
         self._warned_unsavable = False
         self._exploits = ExploitBook()  # PBT's checkpoints and exploits in flight
         self._searcher_takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
