@@ -15,6 +15,7 @@ from schedulers.trial_scheduler import (
     TrialLike,
     TrialScheduler,
 )
+from schedulers.trial_status import TrialStatus
 
 __all__ = [
     "ERROR",
@@ -31,4 +32,5 @@ __all__ = [
     "PopulationBasedTraining",
     "TrialLike",
     "TrialScheduler",
+    "TrialStatus",
 ]

@@ -31,7 +31,8 @@ from schedulers._common import (
     rng_state_from_plain,
     rng_state_to_plain,
 )
-from schedulers.trial_scheduler import PAUSED, PENDING, ControllerLike, TrialLike
+from schedulers.trial_scheduler import ControllerLike, TrialLike
+from schedulers.trial_status import TrialStatus
 
 
 def rung_milestones(grace_period: float, max_t: float, reduction_factor: float, s: int) -> list[float]:
@@ -304,7 +305,7 @@ class _PromotionRule:
         trial = self._promotable(controller)
         if trial is not None:
             return trial
-        return next((t for t in controller.get_trials() if t.status == PENDING), None)
+        return next((t for t in controller.get_trials() if t.status == TrialStatus.PENDING), None)
 
     def _promotable(self, controller: ControllerLike) -> TrialLike | None:
         asha = self.asha
@@ -312,7 +313,7 @@ class _PromotionRule:
         # A promotion decided earlier whose trial could not start yet comes first.
         for tid in self.promoting:
             trial = by_id.get(tid)
-            if trial is not None and trial.status == PAUSED:
+            if trial is not None and trial.status == TrialStatus.PAUSED:
                 return trial
         for bracket, recorded_by_rung in enumerate(asha._recorded):
             for k in reversed(range(len(recorded_by_rung) - 1)):  # no promotion from the last rung
@@ -325,7 +326,7 @@ class _PromotionRule:
                     if tid in self.promoted[bracket][k]:
                         continue
                     trial = by_id.get(tid)
-                    if trial is None or trial.status != PAUSED or self.target.get(tid) != k:
+                    if trial is None or trial.status != TrialStatus.PAUSED or self.target.get(tid) != k:
                         continue
                     self.promoted[bracket][k][tid] = None
                     self.target[tid] = k + 1

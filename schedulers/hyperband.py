@@ -25,7 +25,8 @@ import math
 from typing import Any, Mapping
 
 from schedulers._common import MetricScheduler, check_bool, check_number, plain
-from schedulers.trial_scheduler import PAUSED, PENDING, ControllerLike, TrialLike
+from schedulers.trial_scheduler import ControllerLike, TrialLike
+from schedulers.trial_status import TrialStatus
 
 
 def _as_number(x: float) -> float:
@@ -294,7 +295,7 @@ class HyperBandScheduler(MetricScheduler):
                 if bracket.continue_trial(tid):
                     if tid == current_id:
                         action = self.CONTINUE
-                    elif by_id.get(tid) is not None and by_id[tid].status != PENDING:
+                    elif by_id.get(tid) is not None and by_id[tid].status != TrialStatus.PENDING:
                         bracket.to_unpause[tid] = None
                 elif bracket.finished():
                     if tid == current_id:
@@ -341,7 +342,7 @@ class HyperBandScheduler(MetricScheduler):
                     trial = by_id.get(tid)
                     if trial is None:
                         continue
-                    if trial.status == PENDING or (trial.status == PAUSED and tid in bracket.to_unpause):
+                    if trial.status == TrialStatus.PENDING or (trial.status == TrialStatus.PAUSED and tid in bracket.to_unpause):
                         return trial
         return None
 

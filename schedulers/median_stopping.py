@@ -15,7 +15,8 @@ import math
 from typing import Any, Mapping
 
 from schedulers._common import MetricScheduler, check_bool, check_number, plain
-from schedulers.trial_scheduler import PAUSED, PENDING, ControllerLike, TrialLike
+from schedulers.trial_scheduler import ControllerLike, TrialLike
+from schedulers.trial_status import TrialStatus
 
 
 class _History:
@@ -175,7 +176,7 @@ class MedianStoppingRule(MetricScheduler):
     def _should_yield(self, controller: ControllerLike, trial_id: str, time: float) -> bool:
         if not time - self._last_pause.get(trial_id, -math.inf) > self._min_time_slice:
             return False
-        return any(t.status in (PENDING, PAUSED) for t in controller.get_trials())
+        return any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED) for t in controller.get_trials())
 
     def on_trial_complete(
         self, controller: ControllerLike, trial: TrialLike, result: Mapping[str, Any] | None

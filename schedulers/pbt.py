@@ -42,7 +42,8 @@ from schedulers._common import (
     rng_state_from_plain,
     rng_state_to_plain,
 )
-from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, ControllerLike, TrialLike
+from schedulers.trial_scheduler import ControllerLike, TrialLike
+from schedulers.trial_status import ENDED, TrialStatus
 from schedulers.validation import is_number
 
 
@@ -225,7 +226,7 @@ class PopulationBasedTraining(MetricScheduler):
         if not self._synch:
             state.last_perturbation_time = time
             lower, upper = self._quantiles(trials)
-            waiting = any(t.status in (PENDING, PAUSED) for t in trials if t.trial_id != trial.trial_id)
+            waiting = any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED) for t in trials if t.trial_id != trial.trial_id)
             self._checkpoint_or_exploit(controller, trial, upper, lower, current=trial)
             return self.PAUSE if waiting else self.CONTINUE
 
@@ -237,7 +238,7 @@ class PopulationBasedTraining(MetricScheduler):
         """Whether a live trial (other than ``but``) has not reached the next sync point yet."""
         return any(
             t is not but
-            and t.status not in (TERMINATED, ERROR)
+            and t.status not in ENDED
             and self._last_train_time(t) < self._next_perturbation_sync
             for t in trials
         )
@@ -257,7 +258,7 @@ class PopulationBasedTraining(MetricScheduler):
         ids = {t.trial_id for t in lower + upper}
         middle = [
             t for t in trials
-            if t.trial_id not in ids and t.trial_id in self._states and t.status not in (TERMINATED, ERROR)
+            if t.trial_id not in ids and t.trial_id in self._states and t.status not in ENDED
         ]
         for t in upper + middle + lower:  # donors are checkpointed before anyone exploits
             self._states[t.trial_id].last_perturbation_time = time
@@ -275,7 +276,7 @@ class PopulationBasedTraining(MetricScheduler):
             state = self._states.get(t.trial_id)
             if state is None or state.last_score is None or math.isnan(state.last_score):
                 continue
-            if t.status in (TERMINATED, ERROR):
+            if t.status in ENDED:
                 continue
             ranked.append(t)
             scores[t.trial_id] = state.last_score
@@ -411,8 +412,8 @@ class PopulationBasedTraining(MetricScheduler):
         if not candidates and self._synch:
             # Every live trial waits at the sync point, none runs: the ones still behind ended
             # instead of reaching it (a trial finished early, or failed). Sync without them.
-            waiting = [t for t in trials if t.status == PAUSED]
-            if waiting and not self._behind(trials) and not any(t.status == RUNNING for t in trials):
+            waiting = [t for t in trials if t.status == TrialStatus.PAUSED]
+            if waiting and not self._behind(trials) and not any(t.status == TrialStatus.RUNNING for t in trials):
                 self._synchronize(controller, trials, max(self._last_train_time(t) for t in waiting), None)
                 candidates = self._candidates(trials)
         return candidates[0] if candidates else None
@@ -420,7 +421,7 @@ class PopulationBasedTraining(MetricScheduler):
     def _candidates(self, trials: Sequence[TrialLike]) -> list[TrialLike]:
         candidates = []
         for t in trials:
-            if t.status not in (PENDING, PAUSED):
+            if t.status not in (TrialStatus.PENDING, TrialStatus.PAUSED):
                 continue
             last = self._last_train_time(t)
             if self._synch and last >= self._next_perturbation_sync:

@@ -41,13 +41,8 @@ import copy
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence, overload
 
-from schedulers.trial_scheduler import (
-    PAUSED,
-    PENDING,
-    RUNNING,
-    TERMINATED,
-    TrialScheduler,
-)
+from schedulers.trial_scheduler import TrialScheduler
+from schedulers.trial_status import TrialStatus
 
 
 class SchedulerProtocolError(AssertionError):
@@ -60,7 +55,7 @@ class SimTrial:
 
     trial_id: str
     config: dict[str, Any]
-    status: str = PENDING
+    status: TrialStatus = TrialStatus.PENDING
     last_result: dict[str, Any] | None = None
     checkpoint_path: str | None = None
     #: Ray Tune's own schedulers read it; lets tests drive them through this simulator.
@@ -213,21 +208,21 @@ class Simulator:
         return list(self.trials)
 
     def get_live_trials(self) -> list[SimTrial]:  # Ray Tune's controller has it (parity tests)
-        return [t for t in self.trials if t.status in (PENDING, RUNNING, PAUSED)]
+        return [t for t in self.trials if t.status in (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.PAUSED)]
 
     def stop_trial(self, trial: SimTrial) -> None:
         if trial is self._deciding:
             raise SchedulerProtocolError(
                 f"stop_trial({trial.trial_id}) while deciding its own result: answer STOP instead"
             )
-        if trial.status not in (PENDING, RUNNING, PAUSED):
+        if trial.status not in (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.PAUSED):
             return
-        self._set_status(trial, TERMINATED)
+        self._set_status(trial, TrialStatus.TERMINATED)
         self._log("stop_trial", trial)
         self.scheduler.on_trial_remove(self, trial)
 
     def exploit_trial(self, trial: SimTrial, donor: SimTrial, new_config: dict[str, Any]) -> bool:
-        if trial is not self._deciding and trial.status != PAUSED:
+        if trial is not self._deciding and trial.status != TrialStatus.PAUSED:
             raise SchedulerProtocolError(
                 f"exploit_trial({trial.trial_id}): only the trial being decided or a PAUSED one"
             )
@@ -278,23 +273,23 @@ class Simulator:
             self._fill()
         while self._queue:
             trial = self._queue.popleft()
-            if trial.status != RUNNING:
+            if trial.status != TrialStatus.RUNNING:
                 continue  # stopped by stop_trial while waiting for its turn
             self._step(trial)
-            if trial.status == RUNNING:
+            if trial.status == TrialStatus.RUNNING:
                 self._queue.append(trial)
             self._fill()
             return True
         if not self._ended:  # as tuner's controller ends a sweep
             self._ended = True
             for trial in self.trials:
-                if trial.status == PAUSED:
+                if trial.status == TrialStatus.PAUSED:
                     self._log("end", trial)
                     self.scheduler.on_trial_complete(self, trial, dict(trial.last_result or {}) or None)
-                    self._set_status(trial, TERMINATED)
-                elif trial.status == PENDING:
+                    self._set_status(trial, TrialStatus.TERMINATED)
+                elif trial.status == TrialStatus.PENDING:
                     self._log("end", trial)
-                    self._set_status(trial, TERMINATED)
+                    self._set_status(trial, TrialStatus.TERMINATED)
         return False
 
     def _add_next(self) -> bool:
@@ -307,8 +302,8 @@ class Simulator:
         self.scheduler.on_trial_add(self, trial)
         return True
 
-    def _set_status(self, trial: SimTrial, status: str) -> None:
-        self._n_running += (status == RUNNING) - (trial.status == RUNNING)
+    def _set_status(self, trial: SimTrial, status: TrialStatus) -> None:
+        self._n_running += (status == TrialStatus.RUNNING) - (trial.status == TrialStatus.RUNNING)
         trial.status = status
 
     def _running(self) -> int:
@@ -324,7 +319,7 @@ class Simulator:
                 if self.add_trials == "lazy" and self._add_next():
                     continue
                 return
-            if trial not in self.trials or trial.status not in (PENDING, PAUSED):
+            if trial not in self.trials or trial.status not in (TrialStatus.PENDING, TrialStatus.PAUSED):
                 raise SchedulerProtocolError(
                     f"choose_trial_to_run returned {trial!r}, which is not PENDING or PAUSED"
                 )
@@ -335,7 +330,7 @@ class Simulator:
     def _start(self, trial: SimTrial) -> None:
         if trial.checkpoint_path is not None:  # resume (own pause checkpoint, or a donor's)
             trial.curve_id, trial.position = self._checkpoints[trial.checkpoint_path]
-        self._set_status(trial, RUNNING)
+        self._set_status(trial, TrialStatus.RUNNING)
         self._log("start", trial, trial.checkpoint_path)
         if trial.position >= self._length(trial):  # nothing left to run: the trainable returns at once
             self._complete(trial)
@@ -377,7 +372,7 @@ class Simulator:
             raise SchedulerProtocolError(
                 f"on_trial_result returned {decision!r}, expected one of {TrialScheduler.DECISIONS}"
             )
-        if trial.status != RUNNING:
+        if trial.status != TrialStatus.RUNNING:
             raise SchedulerProtocolError(f"{trial.trial_id} changed status while its result was decided")
         restore = self._exploit_pending.pop(trial.trial_id, None)
         if decision == TrialScheduler.STOP:
@@ -385,7 +380,7 @@ class Simulator:
                 self.scheduler.on_trial_complete(self, trial, dict(result))
             else:
                 self.scheduler.on_trial_remove(self, trial)
-            self._set_status(trial, TERMINATED)
+            self._set_status(trial, TrialStatus.TERMINATED)
             return
         if restore is not None:  # exploit: continue from the donor's checkpoint
             trial.checkpoint_path = restore
@@ -393,13 +388,13 @@ class Simulator:
         if decision == TrialScheduler.PAUSE:
             if restore is None:
                 self._save(trial)
-            self._set_status(trial, PAUSED)
+            self._set_status(trial, TrialStatus.PAUSED)
         elif trial.position >= self._length(trial):
             self._complete(trial)
 
     def _complete(self, trial: SimTrial) -> None:
         self._log("complete", trial)
-        self._set_status(trial, TERMINATED)
+        self._set_status(trial, TrialStatus.TERMINATED)
         self.scheduler.on_trial_complete(self, trial, dict(trial.last_result) if trial.last_result else None)
 
     def _save(self, trial: SimTrial) -> None:

@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Any, Mapping, Protocol, runtime_checkable
 
 from schedulers.validation import MODES as MODES  # re-exported: public here since the start
+from schedulers.trial_status import TrialStatus
 from schedulers.validation import check_mode as validate_mode  # the one mode check, public here too
 
-# Trial statuses (the same strings Ray Tune uses).
-PENDING = "PENDING"
-RUNNING = "RUNNING"
-PAUSED = "PAUSED"
-TERMINATED = "TERMINATED"
-ERROR = "ERROR"
+# The statuses a scheduler sees, by the names Ray Tune's scripts import (members of TrialStatus).
+PENDING = TrialStatus.PENDING
+RUNNING = TrialStatus.RUNNING
+PAUSED = TrialStatus.PAUSED
+TERMINATED = TrialStatus.TERMINATED
+ERROR = TrialStatus.ERROR
 TRIAL_STATUSES = (PENDING, RUNNING, PAUSED, TERMINATED, ERROR)
 
 
@@ -29,7 +30,7 @@ class TrialLike(Protocol):
     config: dict[str, Any]
     #: One of PENDING, RUNNING, PAUSED, TERMINATED, ERROR. A trial whose PAUSE is still being
     #: saved stays RUNNING until its checkpoint exists, then becomes PAUSED.
-    status: str
+    status: TrialStatus
     last_result: dict[str, Any] | None
     #: The trial's latest checkpoint, None before its first one.
     checkpoint_path: str | None

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from schedulers.trial_scheduler import validate_mode
+from schedulers.trial_status import TrialStatus
 from schedulers.validation import is_number
 from tuner.best_rule import number_at, pick_best
 from tuner.errors import TuneError
 from tuner.execution.budget import BudgetCut, load_budget_cut
 from tuner.relocation import find_sweep
-from tuner.search.variants import flatten_dict
+from tuner.flatten import flatten_dict
 from tuner.store import NoSchemaError, Store, default_database_url
 
 if TYPE_CHECKING:  # pandas is slow to import, and only the dataframe accessors need it
@@ -351,7 +352,7 @@ class ExperimentAnalysis:
     @property
     def errors(self) -> dict[str, str]:
         """trial_id -> stored traceback of trials that ended in ERROR."""
-        return {t.trial_id: t.error or "" for t in self.trials if t.status == "ERROR"}
+        return {t.trial_id: t.error or "" for t in self.trials if t.status == TrialStatus.ERROR}
 
     def __repr__(self) -> str:
         return f"ExperimentAnalysis({self.experiment_path!r})"

@@ -6,13 +6,14 @@ import inspect
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import ray
 
-from schedulers.trial_scheduler import ERROR, FIFOScheduler, TrialScheduler
+from schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
+from schedulers.trial_status import TrialStatus
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
 from tuner.errors import TuneError
@@ -30,11 +31,13 @@ from tuner.ray_session import check_ray_address, ensure_ray
 from tuner.registry import get_trainable
 from tuner.relocation import adopt_run_dir
 from tuner.run_arguments import check_writable_dir, validate_arguments
+from tuner.run_options import RunOptions
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.sendable import check_config_values, check_trainable_sendable
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
+from tuner.sweep_status import SweepStatus
 from tuner.tensorboard.domains import describe_search_space
 from tuner.trainable.function_trainable import wrap_function
 from tuner.trainable.trainable import Trainable
@@ -92,9 +95,10 @@ def _resources_for(trainable_cls: type[Trainable], resources_per_trial: Any) -> 
     return per_config
 
 
-def _check_can_run(storage_path: Any, name: Any, tensorboard: Any, tensorboard_dir: Any) -> None:
+def _check_can_run(options: RunOptions) -> None:
     """Raise one clear error, before anything is written, when the sweep could not be stored where
     it is asked to (``storage_path``, ``tensorboard_dir``) or the Ray it is to join does not answer."""
+    storage_path, name, tensorboard_dir = options.storage_path, options.name, options.tensorboard_dir
     if storage_path is not None and (not isinstance(storage_path, (str, os.PathLike)) or not os.fspath(storage_path)):
         raise ValueError(f"storage_path must be a path (str or os.PathLike) or None, got {storage_path!r}")
     root = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute()
@@ -105,7 +109,7 @@ def _check_can_run(storage_path: Any, name: Any, tensorboard: Any, tensorboard_d
             raise ValueError(f"name: {run_dir} (the sweep's run directory) is a file; pick another name")
         if run_dir.is_dir():  # a resumed sweep writes into its own directory
             check_writable_dir(run_dir, "storage_path")
-    if tensorboard and tensorboard_dir is not None:
+    if options.tensorboard and tensorboard_dir is not None:
         check_writable_dir(Path(tensorboard_dir).expanduser().absolute(), "tensorboard_dir")
     check_ray_address()
 
@@ -148,7 +152,6 @@ def _sigterm_as_interrupt(fn: Callable[..., ExperimentAnalysis]) -> Callable[...
     return wrapper
 
 
-@_sigterm_as_interrupt
 def run(
     run_or_experiment: Any,
     *,
@@ -231,125 +234,104 @@ def run(
         >>> analysis.best_config                                                        # doctest: +SKIP
         {'x': 2}
     """
+    return run_sweep(run_or_experiment, RunOptions.from_arguments(locals()), tuner_state=_tuner_state)
+
+
+@_sigterm_as_interrupt
+def run_sweep(run_or_experiment: Any, options: RunOptions, *, tuner_state: bytes | None = None) -> ExperimentAnalysis:
+    """:func:`run` with its keyword arguments in one :class:`~tuner.run_options.RunOptions` (what
+    ``tune.Tuner`` and ``tuner sweep`` build); ``tuner_state`` is what ``Tuner.restore`` rebuilds from."""
     called_at = time.monotonic()  # the sweep's profile counts engine start from here
-    sweep = _resolve_sweep(
-        run_or_experiment, config=config, num_samples=num_samples, metric=metric, mode=mode, scheduler=scheduler,
-        search_alg=search_alg, stop=stop, time_budget_s=time_budget_s, resources_per_trial=resources_per_trial,
-        max_concurrent_trials=max_concurrent_trials, cpu_share=cpu_share, max_failures=max_failures,
-        checkpoint_freq=checkpoint_freq,
-        checkpoint_at_end=checkpoint_at_end, storage_path=storage_path, database_url=database_url, name=name,
-        seed=seed, verbose=verbose, resume=resume, callbacks=callbacks, tensorboard=tensorboard,
-        tensorboard_dir=tensorboard_dir, checkpoint_config=checkpoint_config, keep_checkpoints_num=keep_checkpoints_num,
-        checkpoint_score_attr=checkpoint_score_attr, fail_fast=fail_fast, reuse_actors=reuse_actors,
-        trial_name_creator=trial_name_creator, trial_dirname_creator=trial_dirname_creator,
-    )
+    sweep = _resolve_sweep(run_or_experiment, options)
     lock, leftovers, store = _open_sweep(sweep)
     started = _Started()
     try:
-        trials = _run_sweep(sweep, store, started, called_at=called_at, tuner_state=_tuner_state)
+        trials = _run_sweep(sweep, store, started, called_at=called_at, tuner_state=tuner_state)
     except BaseException as exc:
         leftovers.discard = nothing_to_keep(exc, started.existing, started.experiment_id, started.controller)
         raise
     finally:
         _close_sweep(store, lock, leftovers, started.experiment_id)
 
-    analysis = ExperimentAnalysis(sweep.run_dir, database_url=database_url, default_metric=metric, default_mode=mode)
-    _raise_for_failures(trials, fail_fast=fail_fast, raise_on_failed_trial=raise_on_failed_trial)
+    options = sweep.options
+    analysis = ExperimentAnalysis(sweep.run_dir, database_url=options.database_url, default_metric=options.metric,
+                                  default_mode=options.mode)
+    _raise_for_failures(trials, fail_fast=options.fail_fast, raise_on_failed_trial=options.raise_on_failed_trial)
     return analysis
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Sweep:
-    """tune.run's arguments, checked, and the parts of the sweep made from them before anything is written."""
+    """tune.run's options, checked, and the parts of the sweep made from them before anything is written."""
 
+    #: As given, but for what the checks fill in: ``config`` ({} for None), ``name`` (the default
+    #: name for None), ``resume`` (checked), ``checkpoint_freq`` and ``checkpoint_at_end`` (merged
+    #: with ``checkpoint_config``).
+    options: RunOptions
     trainable_cls: type[Trainable]
-    config: Mapping[str, Any]
-    num_samples: int
-    metric: str | None
-    mode: str | None
     scheduler: TrialScheduler
     searcher: Searcher
     max_trials: int | None
-    stop: Any
     stopper: Stopper
-    time_budget_s: float | None
-    resources_per_trial: Any
     resources_for: Callable[[dict[str, Any]], PlacementGroupFactory]
-    max_concurrent_trials: int | None
-    cpu_share: float | None
-    max_failures: int
     ckpt: CheckpointSettings
-    fail_fast: bool | str
-    seed: int | None
-    resume: bool | str
     namer: TrialNamer
     callbacks: CallbackList
     reporter: ProgressReporter
-    name: str
     run_dir: Path
     tb_dir: Path | None  # None: no TensorBoard export
-    database_url: str | None  # as given: None keeps the store in the run directory
     url: str
     hparam_domains: list[dict[str, Any]]
 
+    @property
+    def name(self) -> str:
+        assert self.options.name is not None  # filled in by _resolve_sweep
+        return self.options.name
 
-def _resolve_sweep(
-    run_or_experiment: Any, *, config: Mapping[str, Any] | None, num_samples: int, metric: str | None,
-    mode: str | None, scheduler: TrialScheduler | None, search_alg: Searcher | None, stop: Any,
-    time_budget_s: float | None, resources_per_trial: Any, max_concurrent_trials: int | None,
-    cpu_share: float | None, max_failures: int,
-    checkpoint_freq: int, checkpoint_at_end: bool, storage_path: str | os.PathLike[str] | None,
-    database_url: str | None, name: str | None, seed: int | None, verbose: int, resume: bool | str,
-    callbacks: Sequence[Callback] | None, tensorboard: bool, tensorboard_dir: str | os.PathLike[str] | None,
-    checkpoint_config: CheckpointConfig | None, keep_checkpoints_num: int | None,
-    checkpoint_score_attr: str | None, fail_fast: bool | str, reuse_actors: bool | None,
-    trial_name_creator: Callable[[Any], str] | None, trial_dirname_creator: Callable[[Any], str] | None,
-) -> _Sweep:
+    @property
+    def config(self) -> Mapping[str, Any]:
+        assert self.options.config is not None  # filled in by _resolve_sweep
+        return self.options.config
+
+
+def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     """Check tune.run's arguments (one ValueError naming the first bad one) and resolve them into
     the sweep's parts: trainable, scheduler and searcher, paths, store URL. Nothing is written."""
     trainable_cls = resolve_trainable(run_or_experiment)
-    config = {} if config is None else config
     ckpt = checkpoint_settings(
-        checkpoint_config, keep_checkpoints_num=keep_checkpoints_num, checkpoint_score_attr=checkpoint_score_attr,
-        checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end,
+        options.checkpoint_config, keep_checkpoints_num=options.keep_checkpoints_num,
+        checkpoint_score_attr=options.checkpoint_score_attr, checkpoint_freq=options.checkpoint_freq,
+        checkpoint_at_end=options.checkpoint_at_end,
     )
-    validate_arguments(
-        trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
-        scheduler=scheduler, search_alg=search_alg, time_budget_s=time_budget_s,
-        max_concurrent_trials=max_concurrent_trials, max_failures=max_failures,
-        checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end, name=name, seed=seed,
-        tensorboard=tensorboard, tensorboard_dir=tensorboard_dir, cpu_share=cpu_share,
-    )
+    config = {} if options.config is None else options.config
+    options = replace(options, config=config, checkpoint_freq=ckpt.frequency, checkpoint_at_end=ckpt.at_end)
+    validate_arguments(trainable_cls, options)
     check_config_values(config)
     check_trainable_sendable(trainable_cls, run_or_experiment)
-    _check_can_run(storage_path, name, tensorboard, tensorboard_dir)
-    check_fail_fast(fail_fast, max_failures)
-    if reuse_actors is not None and not isinstance(reuse_actors, bool):
-        raise ValueError(f"reuse_actors must be True, False or None, got {reuse_actors!r}")
-    namer = TrialNamer(trial_name_creator, trial_dirname_creator)
-    resume = validate_resume(resume)
-    callback_list = CallbackList(callbacks)
-    stopper = to_stopper(stop)
-    resources_for = _resources_for(trainable_cls, resources_per_trial)
-    reporter = ProgressReporter(verbose=verbose, metric=metric, mode=mode)
-    scheduler, searcher, innermost, max_trials = _prepare_search(
-        scheduler, search_alg, metric=metric, mode=mode, config=config, num_samples=num_samples, seed=seed)
-    name = name or default_sweep_name(trainable_cls.__name__)
-    run_dir = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
-    tb_dir = Path(tensorboard_dir).expanduser().absolute() if tensorboard_dir is not None else run_dir / "tensorboard"
+    _check_can_run(options)
+    check_fail_fast(options.fail_fast, options.max_failures)
+    if options.reuse_actors is not None and not isinstance(options.reuse_actors, bool):
+        raise ValueError(f"reuse_actors must be True, False or None, got {options.reuse_actors!r}")
+    namer = TrialNamer(options.trial_name_creator, options.trial_dirname_creator)
+    resume = validate_resume(options.resume)
+    callback_list = CallbackList(options.callbacks)
+    stopper = to_stopper(options.stop)
+    resources_for = _resources_for(trainable_cls, options.resources_per_trial)
+    reporter = ProgressReporter(verbose=options.verbose, metric=options.metric, mode=options.mode)
+    scheduler, searcher, innermost, max_trials = _prepare_search(options)
+    name = options.name or default_sweep_name(trainable_cls.__name__)
+    run_dir = Path(options.storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
+    tb_dir = (Path(options.tensorboard_dir).expanduser().absolute() if options.tensorboard_dir is not None
+              else run_dir / "tensorboard")
     hparam_domains = _hparam_domains(config, innermost)
-    url = database_url or default_database_url(run_dir)
-    if resume not in (False, "AUTO") and database_url is None and not (run_dir / "tuner.db").exists():
+    url = options.database_url or default_database_url(run_dir)
+    if resume not in (False, "AUTO") and options.database_url is None and not (run_dir / "tuner.db").exists():
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
     return _Sweep(
-        trainable_cls=trainable_cls, config=config, num_samples=num_samples, metric=metric, mode=mode,
-        scheduler=scheduler, searcher=searcher, max_trials=max_trials, stop=stop, stopper=stopper,
-        time_budget_s=time_budget_s, resources_per_trial=resources_per_trial, resources_for=resources_for,
-        max_concurrent_trials=max_concurrent_trials, cpu_share=cpu_share, max_failures=max_failures, ckpt=ckpt,
-        fail_fast=fail_fast,
-        seed=seed, resume=resume, namer=namer, callbacks=callback_list, reporter=reporter, name=name,
-        run_dir=run_dir, tb_dir=tb_dir if tensorboard else None, database_url=database_url, url=url,
-        hparam_domains=hparam_domains,
+        options=replace(options, name=name, resume=resume), trainable_cls=trainable_cls, scheduler=scheduler,
+        searcher=searcher, max_trials=max_trials, stopper=stopper, resources_for=resources_for, ckpt=ckpt,
+        namer=namer, callbacks=callback_list, reporter=reporter, run_dir=run_dir,
+        tb_dir=tb_dir if options.tensorboard else None, url=url, hparam_domains=hparam_domains,
     )
 
 
@@ -360,7 +342,7 @@ def _open_sweep(sweep: _Sweep) -> tuple[SweepLock, Leftovers, Store]:
     # anything is written, so two drivers racing on one sweep cannot both run it.
     lock = SweepLock(sweep.url, sweep.name, sweep.run_dir).acquire()
     # Looked at once this driver holds the sweep: what is there now is not this call's to remove.
-    leftovers = Leftovers(sweep.run_dir, sweep.tb_dir, in_database=sweep.database_url is not None)
+    leftovers = Leftovers(sweep.run_dir, sweep.tb_dir, in_database=sweep.options.database_url is not None)
     try:
         store = Store(sweep.url)
     except BaseException:
@@ -384,9 +366,9 @@ def _run_sweep(
 ) -> list[Any]:
     """Start Ray, record the sweep in the store, build its controller (adopting the stored trials on
     a resume) and run it; ``started`` follows along for the cleanup of a failure."""
-    if sweep.resume and sweep.database_url is None:  # a run directory moved or copied with its store
+    if sweep.options.resume and sweep.options.database_url is None:  # a run directory moved or copied with its store
         adopt_run_dir(store, sweep.run_dir, sweep.name)
-    started.existing = existing = _existing_sweep(store, sweep.name, sweep.resume)
+    started.existing = existing = _existing_sweep(store, sweep.name, sweep.options.resume)
     ray_began = time.monotonic()
     ensure_ray()
     signals.rearm()  # ray.init installs its own SIGTERM handler
@@ -406,10 +388,10 @@ def _run_sweep(
         _adopt_stored_sweep(controller, checkpoints, load_sweep(
             store, experiment_id, experiment_name=sweep.name, trainable_name=sweep.trainable_cls.__name__,
             run_dir=str(sweep.run_dir), resources_for=sweep.resources_for,
-            retry_errored=sweep.resume in ("ERRORED_ONLY", "RESTART_ERRORED"),
-            restart_errored=sweep.resume == "RESTART_ERRORED",
+            retry_errored=sweep.options.resume in ("ERRORED_ONLY", "RESTART_ERRORED"),
+            restart_errored=sweep.options.resume == "RESTART_ERRORED",
         ))
-    store.set_experiment_status(experiment_id, "RUNNING")
+    store.set_experiment_status(experiment_id, SweepStatus.RUNNING)
     with heartbeat.Heartbeat(store, experiment_id):
         return _run_controller(controller, store, experiment_id, profiler)
 
@@ -439,7 +421,7 @@ def _record_experiment(
         if existing is not None and not sweep.tb_dir.exists():  # resumed without its logs: rebuild them first
             _rebuild_tensorboard(sweep.run_dir, sweep.url, sweep.tb_dir)
         sweep.callbacks.add(TensorBoardExporter(sweep.tb_dir, hparam_domains=sweep.hparam_domains))
-    experiment_id = store.get_or_create_experiment(sweep.name, spec=spec, metric=sweep.metric, mode=sweep.mode)
+    experiment_id = store.get_or_create_experiment(sweep.name, spec=spec, metric=sweep.options.metric, mode=sweep.options.mode)
     # Who runs it now, and as which Ray Job (`tuner submit` sets these for the job's driver).
     store.update_experiment(experiment_id, owner=heartbeat.owner(), job_id=os.environ.get(JOB_ID_ENV),
                             job_address=os.environ.get(JOB_ADDRESS_ENV))
@@ -455,13 +437,10 @@ def _build_controller(
     return Controller(
         profiler=profiler, trainable_cls=sweep.trainable_cls, experiment_id=experiment_id,
         experiment_name=sweep.name, run_dir=str(sweep.run_dir), store=store, searcher=sweep.searcher,
-        scheduler=sweep.scheduler, stopper=sweep.stopper, metric=sweep.metric, mode=sweep.mode,
-        resources_for=sweep.resources_for, max_trials=sweep.max_trials,
-        max_concurrent_trials=sweep.max_concurrent_trials, cpu_share=sweep.cpu_share, max_failures=sweep.max_failures,
-        checkpoint_freq=sweep.ckpt.frequency, checkpoint_at_end=sweep.ckpt.at_end,
-        time_budget_s=sweep.time_budget_s, reporter=sweep.reporter, callbacks=sweep.callbacks,
+        scheduler=sweep.scheduler, stopper=sweep.stopper, resources_for=sweep.resources_for, options=sweep.options,
+        max_trials=sweep.max_trials, reporter=sweep.reporter, callbacks=sweep.callbacks,
         callback_info=_callback_info(sweep, experiment_id, resumed=resumed),
-        checkpoint_manager=checkpoints, trial_namer=sweep.namer, fail_fast=sweep.fail_fast,
+        checkpoint_manager=checkpoints, trial_namer=sweep.namer,
     )
 
 
@@ -483,20 +462,20 @@ def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
     return {
         "trainable": sweep.trainable_cls.__name__,
         "config": repr(dict(sweep.config)),
-        "num_samples": sweep.num_samples,
-        "metric": sweep.metric,
-        "mode": sweep.mode,
+        "num_samples": sweep.options.num_samples,
+        "metric": sweep.options.metric,
+        "mode": sweep.options.mode,
         "scheduler": type(sweep.scheduler).__name__,
         "search_alg": type(sweep.searcher).__name__,
-        "stop": repr(sweep.stop),
-        "time_budget_s": sweep.time_budget_s,
-        "resources_per_trial": repr(sweep.resources_per_trial),
-        "max_concurrent_trials": sweep.max_concurrent_trials,
-        "cpu_share": sweep.cpu_share,
-        "max_failures": sweep.max_failures,
+        "stop": repr(sweep.options.stop),
+        "time_budget_s": sweep.options.time_budget_s,
+        "resources_per_trial": repr(sweep.options.resources_per_trial),
+        "max_concurrent_trials": sweep.options.max_concurrent_trials,
+        "cpu_share": sweep.options.cpu_share,
+        "max_failures": sweep.options.max_failures,
         **_checkpoint_spec(sweep.ckpt),
-        "fail_fast": sweep.fail_fast,
-        "seed": sweep.seed,
+        "fail_fast": sweep.options.fail_fast,
+        "seed": sweep.options.seed,
         "run_dir": str(sweep.run_dir),
         "database_url": mask_url(sweep.url),
         "hparam_domains": sweep.hparam_domains,
@@ -507,33 +486,31 @@ def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
 def _callback_info(sweep: _Sweep, experiment_id: int, *, resumed: bool) -> dict[str, Any]:
     """What callbacks' ``setup`` gets to know of the sweep."""
     return {
-        "stop": sweep.stop,
-        "num_samples": sweep.num_samples,
+        "stop": sweep.options.stop,
+        "num_samples": sweep.options.num_samples,
         "total_num_samples": sweep.max_trials,
         "experiment_name": sweep.name,
         "experiment_id": experiment_id,
         "run_dir": str(sweep.run_dir),
-        "metric": sweep.metric,
-        "mode": sweep.mode,
+        "metric": sweep.options.metric,
+        "mode": sweep.options.mode,
         "search_space": dict(sweep.config),
         "resumed": resumed,
     }
 
 
-def _prepare_search(
-    scheduler: TrialScheduler | None, search_alg: Searcher | None, *, metric: str | None, mode: str | None,
-    config: Mapping[str, Any], num_samples: int, seed: int | None,
-) -> tuple[TrialScheduler, Searcher, Searcher, int | None]:
+def _prepare_search(options: RunOptions) -> tuple[TrialScheduler, Searcher, Searcher, int | None]:
     """(scheduler, searcher, the innermost searcher (under limiters), the trial cap) for the sweep;
     a scheduler or searcher that refuses the sweep's metric, mode or space is a ValueError."""
-    scheduler = scheduler or FIFOScheduler()
+    metric, mode, num_samples, config = options.metric, options.mode, options.num_samples, options.config or {}
+    scheduler = options.scheduler or FIFOScheduler()
     if not scheduler.set_search_properties(metric, mode, config=dict(config)):
         raise ValueError(
             f"scheduler: its metric/mode ({scheduler.metric!r}, {scheduler.mode!r}) conflict with "
             f"tune.run's ({metric!r}, {mode!r})"
         )
-    searcher = search_alg or BasicVariantGenerator()
-    if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=seed):
+    searcher = options.search_alg or BasicVariantGenerator()
+    if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=options.seed):
         raise ValueError(
             f"search_alg: {type(searcher).__name__} refused tune.run's metric/mode ({metric!r}, {mode!r}) "
             f"or config: its own are ({searcher.metric!r}, {searcher.mode!r}); give the search space "
@@ -580,7 +557,7 @@ def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, An
 
 
 def _raise_for_failures(trials: Sequence[Any], *, fail_fast: bool | str, raise_on_failed_trial: bool) -> None:
-    failed = [t for t in trials if t.status == ERROR]
+    failed = [t for t in trials if t.status == TrialStatus.ERROR]
     if failed and isinstance(fail_fast, str):  # fail_fast="raise": the first failure's error
         raise TuneError(f"trial {failed[0].trial_name} failed (fail_fast='raise'):\n{failed[0].error}")
     if failed and raise_on_failed_trial:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Iterator, TypeGuard
 
-from schedulers.trial_scheduler import ERROR, TERMINATED, validate_mode
+from schedulers.trial_scheduler import validate_mode
+from schedulers.trial_status import TrialStatus
 from schedulers.validation import is_number
 from tuner.analysis import SCOPES, ExperimentAnalysis, TrialRecord
 from tuner.display import short_value
 from tuner.errors import TuneError
 from tuner.execution.checkpoint_manager import CheckpointRecord, rank_checkpoints
-from tuner.search.variants import flatten_dict
+from tuner.flatten import flatten_dict
 from tuner.trainable.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class Result:
         # As in Ray Tune, the metrics hold the trial's config too (the store's results do not).
         self.metrics: dict[str, Any] = {**trial.last_result, "config": trial.config} if trial.last_result else {}
         self.checkpoint: Checkpoint | None = trial.checkpoint
-        self.error: Exception | None = TuneError(trial.error or "the trial failed") if trial.status == ERROR else None
+        self.error: Exception | None = TuneError(trial.error or "the trial failed") if trial.status == TrialStatus.ERROR else None
         self.path: str = trial.trial_dir or ""
         self.best_checkpoints: list[tuple[Checkpoint, dict[str, Any]]] = checkpoints
         self._dataframe: pd.DataFrame | None = None
@@ -133,11 +134,11 @@ class ResultGrid:
 
     @property
     def num_errors(self) -> int:
-        return sum(t.status == ERROR for t in self._trials)
+        return sum(t.status == TrialStatus.ERROR for t in self._trials)
 
     @property
     def num_terminated(self) -> int:
-        return sum(t.status == TERMINATED for t in self._trials)
+        return sum(t.status == TrialStatus.TERMINATED for t in self._trials)
 
     def __len__(self) -> int:
         return len(self._results)

@@ -9,6 +9,7 @@ instead of raising when trials fail. The Tuner's configuration is kept in the sw
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import os
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Mapping
 import ray
 
 from tuner.result_grid import ResultGrid
+from tuner.run_options import RunOptions
 from tuner.store import Store, default_database_url
 from tuner.tune_config import ConfigError, RunConfig, TuneConfig, default_sweep_name
 
@@ -74,13 +76,13 @@ class Tuner:
         the trials, keeps what they stored, says how to continue and returns the results so far,
         as Ray Tune does.
         """
-        from tuner.api import DEFAULT_STORAGE_PATH, resolve_trainable, run
+        from tuner.api import DEFAULT_STORAGE_PATH, resolve_trainable
 
         rc = self._run_config
         name = rc.name or default_sweep_name(resolve_trainable(self._trainable).__name__)
         path = str(Path(rc.storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name)
         try:
-            analysis = self._run(run, name)
+            analysis = self._run(name)
         except KeyboardInterrupt as interrupt:
             self._experiment_path = path
             try:
@@ -93,11 +95,13 @@ class Tuner:
         self._experiment_path = analysis.experiment_path
         return ResultGrid(analysis)
 
-    def _run(self, run: Any, name: str) -> Any:
+    def _run(self, name: str) -> Any:
+        from tuner.api import run_sweep
+
         tc, rc = self._tune_config, self._run_config
         assert rc.checkpoint_config is not None and rc.failure_config is not None
-        return run(
-            self._trainable,
+        assert not isinstance(tc.time_budget_s, datetime.timedelta)  # TuneConfig keeps it in seconds
+        options = RunOptions(
             config=self._param_space,
             num_samples=tc.num_samples,
             metric=tc.metric,
@@ -122,8 +126,8 @@ class Tuner:
             reuse_actors=tc.reuse_actors,
             trial_name_creator=tc.trial_name_creator,
             trial_dirname_creator=tc.trial_dirname_creator,
-            _tuner_state=self._state_blob(),
         )
+        return run_sweep(self._trainable, options, tuner_state=self._state_blob())
 
     def get_results(self) -> ResultGrid:
         """The results of the sweep this Tuner ran or was restored from, read from its store."""

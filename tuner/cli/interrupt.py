@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuner.execution.resume import INTERRUPTED  # the experiment's status after Ctrl-C or SIGTERM
+from tuner.sweep_status import SweepStatus
 
 
 def mark_interrupted(url: str, name: str) -> bool:
@@ -29,7 +29,7 @@ def mark_interrupted(url: str, name: str) -> bool:
         experiment = store.get_experiment(name)
         if experiment is None:
             return False
-        store.set_experiment_status(int(experiment["id"]), INTERRUPTED)
+        store.set_experiment_status(int(experiment["id"]), SweepStatus.INTERRUPTED)
         store.flush()
         return True
     finally:

@@ -14,15 +14,18 @@ import threading
 import time
 from typing import Any, Mapping, Sequence, TextIO
 
+from schedulers.trial_status import TrialStatus
 from tuner.callback import Callback
 from tuner.display import short_text
-from tuner.search.variants import flatten_dict
+from tuner.flatten import flatten_dict
 
 RATE_WINDOW_S = 10.0
 #: The widest value :func:`fmt` prints (a table cell, a config value in a progress line).
 FMT_WIDTH = 40
-_STATUS_ORDER = ("RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR")
-_STATUS_STYLE = {"RUNNING": "green", "PENDING": "yellow", "PAUSED": "cyan", "TERMINATED": "blue", "ERROR": "red"}
+_STATUS_ORDER = (TrialStatus.RUNNING, TrialStatus.PENDING, TrialStatus.PAUSED, TrialStatus.TERMINATED,
+                 TrialStatus.ERROR)
+_STATUS_STYLE: dict[str, str] = {TrialStatus.RUNNING: "green", TrialStatus.PENDING: "yellow", TrialStatus.PAUSED: "cyan",
+                 TrialStatus.TERMINATED: "blue", TrialStatus.ERROR: "red"}
 
 
 def fmt(value: Any, width: int = FMT_WIDTH) -> str:
@@ -49,7 +52,7 @@ class _TrialView:
 
     def __init__(self, name: str, config: Mapping[str, Any]) -> None:
         self.name = name
-        self.status = "PENDING"
+        self.status: str = TrialStatus.PENDING
         self.iteration = 0
         self.value: Any = None
         self.config = flatten_dict(dict(config)) if isinstance(config, Mapping) else {}
@@ -142,14 +145,14 @@ class SweepProgress(Callback):
 
     def on_trial_start(self, iteration: int, trials: Sequence[Any], trial: Any, **info: Any) -> None:
         with self._lock:
-            self._view(trial).status = "RUNNING"
+            self._view(trial).status = TrialStatus.RUNNING
             self._sync(trials)
 
     def on_trial_result(self, iteration: int, trials: Sequence[Any], trial: Any, result: dict[str, Any],
                         **info: Any) -> None:
         with self._lock:
             view = self._view(trial)
-            view.status = "RUNNING"
+            view.status = TrialStatus.RUNNING
             view.iteration = int(result.get("training_iteration", view.iteration + 1))
             self._results += 1
             self._recent.append(time.monotonic())
@@ -163,7 +166,7 @@ class SweepProgress(Callback):
 
     def on_trial_error(self, iteration: int, trials: Sequence[Any], trial: Any, **info: Any) -> None:
         with self._lock:
-            self._view(trial).status = "ERROR"
+            self._view(trial).status = TrialStatus.ERROR
             self._sync(trials, force=True)
 
     def on_experiment_end(self, trials: Sequence[Any], **info: Any) -> None:
@@ -291,7 +294,7 @@ class LiveTable(SweepProgress):
     def _rows(self) -> list[_TrialView]:
         """Running and paused trials; once none is left, the best finished ones."""
         views = list(self._trials.values())
-        live = [v for v in views if v.status == "RUNNING"] + [v for v in views if v.status == "PAUSED"]
+        live = [v for v in views if v.status == TrialStatus.RUNNING] + [v for v in views if v.status == TrialStatus.PAUSED]
         return live or self._scored()[:5]
 
     def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,

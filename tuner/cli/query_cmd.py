@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from schedulers.trial_status import ENDED, TrialStatus
 from tuner.cli.errors import EXIT_FAILED, EXIT_OK, CLIError
 from tuner.cli.live import fmt
 from tuner.cli.paths import (
@@ -33,7 +34,7 @@ from tuner.cli.paths import (
 from tuner.cli.table import format_table
 from tuner.display import short_value
 from tuner.execution.heartbeat import shown_status
-from tuner.execution.budget import INCOMPLETE
+from tuner.sweep_status import SweepStatus
 
 
 def jsonable(value: Any) -> Any:
@@ -114,7 +115,7 @@ def _sweep_rows(store: Any, run_dir: Path | None = None, own_store: bool = False
             row = store.best_trial(int(experiment["id"]), metric, mode)
             if row is not None:
                 best = f"{metric}={fmt(row.get('metric_value'))}"
-        ended = sum(t["status"] in ("TERMINATED", "ERROR") for t in trials)
+        ended = sum(t["status"] in ENDED for t in trials)
         counts = f"{ended}/{len(trials)} ({_counts([t['status'] for t in trials])})" if trials else "0"
         yield [experiment["name"], shown_status(experiment), experiment.get("owner") or "-",
                experiment.get("job_id") or "-", counts, best, _when(experiment.get("created_at"))]
@@ -176,7 +177,7 @@ def _holds_no_tables(url: str) -> bool:
 # -- tuner show -----------------------------------------------------------------------------------
 def _varying_keys(configs: list[dict[str, Any]]) -> list[str]:
     """Flattened config keys whose values differ between trials (all of them for one trial)."""
-    from tuner.search.variants import flatten_dict
+    from tuner.flatten import flatten_dict
 
     flat = [flatten_dict(c) for c in configs]
     keys: list[str] = []
@@ -205,7 +206,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         metric, mode = experiment.get("metric"), experiment.get("mode")
         keys = _varying_keys([t.config for t in trials])
         _print_sweep_info(ref, experiment, trials)
-        cut = analysis.budget_cut if experiment.get("status") == INCOMPLETE else None
+        cut = analysis.budget_cut if experiment.get("status") == SweepStatus.INCOMPLETE else None
         if cut is not None:
             print(cut.line(f"`tuner resume {ref.name}{location_flags(ref)}`"))
         if trials:
@@ -251,7 +252,7 @@ def _print_sweep_info(ref: SweepRef, experiment: dict[str, Any], trials: list[An
 
 def _print_trials(trials: list[Any], metric: str | None, keys: list[str]) -> None:
     """One row per trial: status, iteration, metric, the searched values, sampling layout, error."""
-    from tuner.search.variants import flatten_dict
+    from tuner.flatten import flatten_dict
 
     # Distributed trainers say where they sampled (and, for num_workers="auto", why).
     layouts = [(t.last_result or {}).get("sampling_layout") for t in trials]
@@ -265,7 +266,7 @@ def _print_trials(trials: list[Any], metric: str | None, keys: list[str]) -> Non
         rows.append([trial.trial_id, trial.status, result.get("training_iteration", 0),
                      *([fmt(result.get(metric))] if metric else []), *[fmt(flat.get(k)) for k in keys],
                      *([layout or ""] if with_layout else []),
-                     _last_line(trial.error) if trial.status == "ERROR" else ""])
+                     _last_line(trial.error) if trial.status == TrialStatus.ERROR else ""])
     print()
     print(format_table(headers, rows))
     reasons = sorted({r for t in trials if (r := (t.last_result or {}).get("sampling_layout_reason"))})
@@ -274,7 +275,7 @@ def _print_trials(trials: list[Any], metric: str | None, keys: list[str]) -> Non
 
 
 def _print_best(analysis: Any, metric: str, mode: str) -> None:
-    from tuner.search.variants import flatten_dict
+    from tuner.flatten import flatten_dict
 
     answer = analysis.explain_best_trial(metric, mode)
     best, note = answer.trial, answer.note()
@@ -314,7 +315,7 @@ def _show_profile(analysis: Any) -> int:
 @_store_errors
 def cmd_best(args: argparse.Namespace) -> int:
     """The best trial's config and result (``--json`` for scripts)."""
-    from tuner.search.variants import flatten_dict
+    from tuner.flatten import flatten_dict
 
     ref = locate(args.name, args.storage_path, args.database_url)
     analysis = _analysis(ref)
@@ -354,7 +355,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 def _export_frame(analysis: Any, what: str) -> Any:
     import pandas as pd
 
-    from tuner.search.variants import flatten_dict
+    from tuner.flatten import flatten_dict
 
     if what == "trials":
         return analysis.dataframe()

@@ -90,7 +90,8 @@ class SweepSpec:
         return searched_keys(self.config)
 
     def run_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``tune.run`` (fresh scheduler and searcher objects each call)."""
+        """Keyword arguments of ``tune.run``, fields of its ``RunOptions`` (fresh scheduler and searcher objects
+        each call)."""
         doc = self.document
         seed = doc.get("seed")
         return {

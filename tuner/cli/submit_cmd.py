@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from schedulers.trial_status import ENDED
 from tuner.cli import spec as spec_mod
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, CLIError
 from tuner.cli.live import fmt
 from tuner.cli.paths import SweepRef, first_line, locate, location_flags, read_saved_spec, remember_location
 from tuner.cli.yaml_io import dump
+from tuner.sweep_status import SweepStatus
 
 #: The default share of the cluster's CPUs a submitted sweep may hold (its spec's cpu_share wins).
 SUBMIT_CPU_SHARE = 0.5
@@ -92,7 +94,7 @@ def _check_store(ref: SweepRef, address: str, *, resuming: bool) -> None:
     experiment = _stored(ref)
     from tuner.execution.heartbeat import shown_status
 
-    if experiment is not None and shown_status(experiment) == "RUNNING":
+    if experiment is not None and shown_status(experiment) == SweepStatus.RUNNING:
         job = f" as job {experiment['job_id']}" if experiment.get("job_id") else ""
         raise CLIError(f"sweep {ref.name!r} is running{job} (started by {experiment.get('owner') or 'someone'}): "
                        f"`tuner stop {ref.name}{location_flags(ref)}` first", EXIT_BUSY)
@@ -256,7 +258,7 @@ def _progress_line(ref: SweepRef, job_status: str) -> str:
         if experiment is None:
             return f"job {job_status}: sweep {ref.name} not in its store yet"
         trials = store.trials(int(experiment["id"]))
-        ended = sum(t["status"] in ("TERMINATED", "ERROR") for t in trials)
+        ended = sum(t["status"] in ENDED for t in trials)
         best = ""
         metric, mode = experiment.get("metric"), experiment.get("mode")
         if metric and mode:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from schedulers.trial_status import TrialStatus
 from tuner.callback import Callback
 from tuner.cli import spec as spec_mod
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, CLIError
@@ -25,6 +26,7 @@ from tuner.cli.paths import (
 from tuner.cli.yaml_io import dump
 from tuner.display import short_repr
 from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
+from tuner.run_options import RunOptions
 
 
 class SaveSpec(Callback):
@@ -73,14 +75,14 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
             print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
             print(f"best config: {short_repr(best.config)}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
-    silent = [t.trial_id for t in trials if t.status == "TERMINATED" and not t.last_result]
+    silent = [t.trial_id for t in trials if t.status == TrialStatus.TERMINATED and not t.last_result]
     if silent:
         names = ", ".join(silent[:5]) + (" ..." if len(silent) > 5 else "")
         print(f"{len(silent)} trial(s) reported no result: {names} (a function trainable must call tune.report)")
     cut = analysis.budget_cut
     if cut is not None:
         print(cut.line(f"`{_command_hint(ref)}`"))
-    failed = [t for t in trials if t.status == "ERROR"]
+    failed = [t for t in trials if t.status == TrialStatus.ERROR]
     if failed:
         names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
         print(f"tuner: {len(failed)} trial(s) failed: {names}; `{_command_hint(ref, 'show')}` shows their errors",
@@ -147,7 +149,7 @@ def run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, 
 
 
 def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace, resume: bool | str) -> int:
-    from tuner import tune
+    from tuner.api import run_sweep
 
     if args.address:  # tune.run joins $RAY_ADDRESS (after it has opened the store)
         os.environ["RAY_ADDRESS"] = args.address
@@ -155,10 +157,9 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
     callbacks = [cb for cb in (progress, SaveSpec(ref.spec_file, spec.document, ref.url)) if cb is not None]
     created = ref.database_url is None and not ref.run_dir.exists()
     try:
-        analysis = tune.run(
-            spec.trainable, **spec.run_kwargs(), verbose=0, raise_on_failed_trial=False, resume=resume,
-            callbacks=callbacks,
-        )
+        options = RunOptions(**spec.run_kwargs(), verbose=0, raise_on_failed_trial=False, resume=resume,
+                             callbacks=callbacks)
+        analysis = run_sweep(spec.trainable, options)
     except BaseException:  # noqa: BLE001 - interrupts included: the partial sweep is discarded, then re-raised
         if progress is not None:
             progress.close()

@@ -16,11 +16,10 @@ from typing import Any
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.store import Store
+from tuner.sweep_status import SweepStatus
 
-__all__ = ["INCOMPLETE", "BudgetCut", "load_budget_cut", "save_budget_cut", "unproposed"]
+__all__ = ["BudgetCut", "load_budget_cut", "save_budget_cut", "unproposed"]
 
-#: The sweep's status when its time budget ended it with trials that never ran; not an error.
-INCOMPLETE = "INCOMPLETE"
 _STATE_KEY = "budget_cut"
 
 
@@ -39,7 +38,7 @@ class BudgetCut:
             what = "the searcher had not finished (how many trials it would still propose is unknown)"
         else:
             what = f"{self.not_run} of {self.total} trials did not run"
-        return (f"time budget of {self.budget_s:g} s spent: {what}; the sweep is stored as {INCOMPLETE}, "
+        return (f"time budget of {self.budget_s:g} s spent: {what}; the sweep is stored as {SweepStatus.INCOMPLETE}, "
                 f"{resume_hint} runs the rest (with a fresh time budget)")
 
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
-from tuner.search.variants import flatten_dict
+from tuner.flatten import flatten_dict
 from tuner.store import Store
 
 logger = logging.getLogger(__name__)

@@ -23,11 +23,12 @@ from typing import Any, Callable, Mapping
 
 import ray
 
-from schedulers.trial_scheduler import ERROR, PAUSED, PENDING, RUNNING, TERMINATED, TrialScheduler
+from schedulers.trial_scheduler import TrialScheduler
+from schedulers.trial_status import ENDED, TrialStatus
 from tuner.callback import CallbackList
 from tuner.execution.backend import Backend, CallFailed
 from tuner.execution import signals
-from tuner.execution.budget import INCOMPLETE, BudgetCut, save_budget_cut, unproposed
+from tuner.execution.budget import BudgetCut, save_budget_cut, unproposed
 from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.exploits import Exploit, ExploitBook
 from tuner.execution.profiler import SweepProfiler
@@ -35,14 +36,16 @@ from tuner.execution.protocol import Call, Report, RunReply
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
 from tuner.execution.resources import PlacementGroupFactory, check_feasible
-from tuner.execution.resume import INTERRUPTED, StoredSweep
+from tuner.execution.resume import StoredSweep
 from tuner.execution.slots import SlotPool
 from tuner.execution.trial import Trial
 from tuner.execution.trial_naming import TrialNamer
+from tuner.flatten import flat_result
+from tuner.run_options import RunOptions
 from tuner.search.searcher import Searcher
-from tuner.search.variants import flatten_dict
 from tuner.stopper import DictStopper, Stopper
 from tuner.store import Store, StoreError
+from tuner.sweep_status import SweepStatus
 from tuner.trainable.checkpoint import Checkpoint
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
@@ -57,7 +60,12 @@ _STATE_SAVE_INTERVAL_S = 2.0
 
 
 class Controller:
-    """Runs one experiment to completion; see ``tune.run`` for the meaning of the arguments."""
+    """Runs one experiment to completion.
+
+    ``options`` are ``tune.run``'s, checked (see ``tune.run`` for their meaning; the controller
+    reads the metric and mode, the trial limits, failures, checkpointing and the time budget from
+    them); the other arguments are the parts ``tune.run`` made from them.
+    """
 
     def __init__(
         self,
@@ -70,24 +78,16 @@ class Controller:
         searcher: Searcher,
         scheduler: TrialScheduler,
         stopper: Stopper,
-        metric: str | None,
-        mode: str | None,
         resources_for: Callable[[dict[str, Any]], PlacementGroupFactory],
+        options: RunOptions,
         max_trials: int | None = None,
-        max_concurrent_trials: int | None = None,
-        max_failures: int = 0,
-        checkpoint_freq: int = 0,
-        checkpoint_at_end: bool = False,
-        time_budget_s: float | None = None,
         reporter: ProgressReporter | None = None,
         callbacks: CallbackList | None = None,
         callback_info: dict[str, Any] | None = None,
         checkpoint_manager: CheckpointManager | None = None,
         trial_namer: TrialNamer | None = None,
-        fail_fast: bool | str = False,
         profiler: SweepProfiler | None = None,
         backend: Backend | None = None,
-        cpu_share: float | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
@@ -98,30 +98,29 @@ class Controller:
         self._searcher = searcher
         self._scheduler = scheduler
         self._stopper = stopper
-        self._metric = metric
-        self._mode = mode
+        self._metric = options.metric
+        self._mode = options.mode
         self._resources_for = resources_for
         self._prepared: dict[str, tuple[dict[str, Any], Any]] = {}  # trial id -> (config, prepare_trial's)
         self._max_trials = max_trials
-        self._max_concurrent = max_concurrent_trials or 0
-        self._max_failures = max_failures
-        self._checkpoint_freq = checkpoint_freq
-        self._checkpoint_at_end = checkpoint_at_end
-        self._time_budget_s = time_budget_s
+        self._max_concurrent = options.max_concurrent_trials or 0
+        self._max_failures = options.max_failures
+        self._checkpoint_freq = options.checkpoint_freq
+        self._checkpoint_at_end = options.checkpoint_at_end
+        self._time_budget_s = options.time_budget_s
         self._callbacks = callbacks or CallbackList([])
         if reporter is not None:  # the progress output is a callback like any other
             self._callbacks.add(reporter)
         self._checkpoints = checkpoint_manager or CheckpointManager(store, experiment_id, run_dir)
         self._namer = trial_namer
-        self._fail_fast = fail_fast
+        self._fail_fast = options.fail_fast
         self._failed_fast = False  # a trial failed for good under fail_fast: stop everything
         self._callback_info = dict(callback_info or {})
         self._profiler = profiler
         self._iteration = 0  # loop passes, the ``iteration`` callbacks see
 
         self._trials: list[Trial] = []
-        self._by_id: dict[str, Trial] = {}
-        self._pool = SlotPool(backend, cpu_share=cpu_share)  # Ray's unless a backend is given
+        self._pool = SlotPool(backend, cpu_share=options.cpu_share)  # Ray's unless a backend is given
         self._backend = self._pool.backend
         self._inflight: dict[Any, tuple[Trial, Call]] = {}  # a call's answer handle -> what it was
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
@@ -129,11 +128,11 @@ class Controller:
         self._searcher_finished = False
         self._stop_everything = False
         self._budget_spent = False  # the time budget stopped the sweep (see ``budget``)
-        self._metric_checked = metric is None and not isinstance(stopper, DictStopper)
+        self._metric_checked = options.metric is None and not isinstance(stopper, DictStopper)
         self._start_time = 0.0
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
-        self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not checkpoint_at_end else 1
+        self._batch = RESULT_BATCH_MAX if scheduler.never_pauses and not options.checkpoint_at_end else 1
         self._warned_unsavable = False
         self._exploits = ExploitBook()  # PBT's checkpoints and exploits in flight
         self._searcher_takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
@@ -146,18 +145,15 @@ class Controller:
     def get_trials(self) -> list[Trial]:
         return list(self._trials)
 
-    def get_trial(self, trial_id: str) -> Trial | None:
-        return self._by_id.get(trial_id)
-
     def stop_trial(self, trial: Trial) -> None:
         """Stop a running, pending or paused trial for good (HyperBand's bracket losers)."""
-        if trial.status in (TERMINATED, ERROR):
+        if trial.status in ENDED:
             return
         self._searcher_complete(trial, pruned=True)
-        if trial.status == RUNNING:
-            self._end_trial(trial, TERMINATED)
+        if trial.status == TrialStatus.RUNNING:
+            self._end_trial(trial, TrialStatus.TERMINATED)
         else:
-            self._set_status(trial, TERMINATED)
+            self._set_status(trial, TrialStatus.TERMINATED)
 
     def checkpoint_trial(self, trial: Trial) -> None:
         """Checkpoint ``trial`` after its current result, so it can be a PBT donor (not a function
@@ -175,7 +171,7 @@ class Controller:
         """
         if not self._exploits.ask_exploit(trial.trial_id, donor, new_config):
             logger.warning("exploit skipped: donor %s has no checkpoint (it %s without one); %s keeps its own "
-                           "state and config", donor.trial_name, "ended" if donor.status in ("TERMINATED", "ERROR")
+                           "state and config", donor.trial_name, "ended" if donor.status in ENDED
                            else "is", trial.trial_name)
             return False
         return True
@@ -184,7 +180,6 @@ class Controller:
         """Continue a stored sweep (before ``run``): its trials, and replay what the stored
         scheduler and searcher state had not seen yet."""
         self._trials = list(sweep.trials)
-        self._by_id = {t.trial_id: t for t in self._trials}
         if self._namer:
             for trial in self._trials:
                 self._namer(trial)
@@ -198,8 +193,7 @@ class Controller:
         if sweep.searcher_state is not None:
             self._searcher.load_state_dict(sweep.searcher_state)
         for trial, result in sweep.replay:
-            flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
-            trial.last_flat_result = flat
+            trial.last_flat_result = flat = flat_result(result)
             # Decisions on these results were acted on before the snapshot was taken, or are
             # taken again when the interrupted trial gets there: only the data matters here.
             self._searcher.on_trial_result(trial.trial_id, flat)
@@ -209,12 +203,12 @@ class Controller:
         for trial in self._trials:
             if trial.last_result and trial.last_flat_result is None:
                 trial.last_flat_result = trial.last_result
-            if trial.status in (TERMINATED, ERROR) and trial.trial_id not in self._told_ended:
-                if trial.status == ERROR:
+            if trial.status in ENDED and trial.trial_id not in self._told_ended:
+                if trial.status == TrialStatus.ERROR:
                     self._scheduler.on_trial_error(self, trial)
                 else:
                     self._scheduler.on_trial_complete(self, trial, trial.last_flat_result)
-                self._searcher_complete(trial, error=trial.status == ERROR)
+                self._searcher_complete(trial, error=trial.status == TrialStatus.ERROR)
         self._metric_checked = self._metric_checked or any(t.last_result for t in self._trials)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -247,7 +241,7 @@ class Controller:
             failed = True
             # A store that fails (full, read-only, gone) cut the sweep short: resumable, like a signal.
             interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated, StoreError))
-            self._record_abort(INTERRUPTED if interrupted else "ERROR")
+            self._record_abort(SweepStatus.INTERRUPTED if interrupted else SweepStatus.ERROR)
             raise
         finally:
             if self._profiler is not None:
@@ -269,15 +263,15 @@ class Controller:
             return False
         if self._stop_everything:
             return True
-        if not self._searcher_finished or any(t.status == PENDING for t in self._trials):
+        if not self._searcher_finished or any(t.status == TrialStatus.PENDING for t in self._trials):
             return False
-        paused = [t for t in self._trials if t.status == PAUSED]
+        paused = [t for t in self._trials if t.status == TrialStatus.PAUSED]
         if paused and self._scheduler.choose_trial_to_run(self) is not None:
             return False
         for trial in paused:  # nothing runs and the scheduler resumes none of them: they are done
             self._scheduler.on_trial_complete(self, trial, trial.last_flat_result)
             self._searcher_complete(trial)
-            self._set_status(trial, TERMINATED)
+            self._set_status(trial, TrialStatus.TERMINATED)
         return True
 
     def _check_budgets(self) -> None:
@@ -292,33 +286,33 @@ class Controller:
             # Past the budget, trials that produced nothing (pending, or running without a result
             # yet) did not run to any effect: they stay PENDING, for a resume to run.
             for trial in list(self._trials):
-                if trial.status == RUNNING:
-                    self._end_trial(trial, PENDING if over_time and trial.last_result is None else TERMINATED)
-                elif trial.status == PAUSED or (trial.status == PENDING and not over_time):
-                    self._set_status(trial, TERMINATED)
+                if trial.status == TrialStatus.RUNNING:
+                    self._end_trial(trial, TrialStatus.PENDING if over_time and trial.last_result is None else TrialStatus.TERMINATED)
+                elif trial.status == TrialStatus.PAUSED or (trial.status == TrialStatus.PENDING and not over_time):
+                    self._set_status(trial, TrialStatus.TERMINATED)
 
     def _warn_silent_trials(self) -> None:
         """One warning naming the trials that ended without a single result (a function that
         returned before its first ``tune.report``): nothing else would tell them from good ones."""
-        silent = [t.trial_name for t in self._trials if t.status == TERMINATED and t.last_result is None]
+        silent = [t.trial_name for t in self._trials if t.status == TrialStatus.TERMINATED and t.last_result is None]
         if silent:
             more = f" and {len(silent) - 5} more" if len(silent) > 5 else ""
             logger.warning("sweep %s: %d trial(s) reported no result (a function trainable must call tune.report): "
                            "%s%s", self._experiment_name, len(silent), ", ".join(silent[:5]), more)
 
-    def _end_status(self) -> str:
+    def _end_status(self) -> SweepStatus:
         """The sweep's status once the loop ended: INCOMPLETE when the time budget left trials
         that never ran (logged, and noted in the store for the CLI and analysis), else TERMINATED."""
         cut = None
         if self._budget_spent:
             left = 0 if self._searcher_finished else unproposed(self._searcher, self._max_trials, len(self._trials))
-            pending = sum(t.status == PENDING for t in self._trials)
+            pending = sum(t.status == TrialStatus.PENDING for t in self._trials)
             if left is None or left + pending:
                 total = None if left is None else len(self._trials) + left
                 cut = BudgetCut(float(self._time_budget_s or 0.0), None if left is None else left + pending, total)
                 logger.warning("sweep %s: %s", self._experiment_name, cut.line("a resume (resume=True)"))
         save_budget_cut(self._store, self._experiment_id, cut)
-        return INCOMPLETE if cut is not None else TERMINATED
+        return SweepStatus.INCOMPLETE if cut is not None else SweepStatus.TERMINATED
 
     # -- adding and starting trials ----------------------------------------------------------------
     def _fill(self) -> None:
@@ -330,9 +324,9 @@ class Controller:
                     break
                 continue
             assert isinstance(trial, Trial)  # a scheduler chooses among the controller's own trials
-            if trial.status not in (PENDING, PAUSED) or not self._start_trial(trial):
+            if trial.status not in (TrialStatus.PENDING, TrialStatus.PAUSED) or not self._start_trial(trial):
                 break
-        if not any(t.status == PENDING for t in self._trials):
+        if not any(t.status == TrialStatus.PENDING for t in self._trials):
             self._pool.destroy_idle()
 
     def _can_start_more(self) -> bool:
@@ -348,7 +342,7 @@ class Controller:
         with self._timed("searcher"):
             config = self._searcher.suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
-            live = any(t.status in (PENDING, PAUSED, RUNNING) for t in self._trials)
+            live = any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED, TrialStatus.RUNNING) for t in self._trials)
             if config == Searcher.FINISHED or not live:
                 self._searcher_finished = True
             return False
@@ -368,10 +362,9 @@ class Controller:
             self._namer(trial)
         check_feasible(pgf, self._pool.nodes, f"resources of trial {trial.trial_name}")
         self._trials.append(trial)
-        self._by_id[trial_id] = trial
         self._scheduler.on_trial_add(self, trial)
         with self._store.batch():  # the trial and the searcher state that made it land together
-            self._store.add_trial(self._experiment_id, trial_id, trial.index, config, PENDING, config_blob=_blob(config))
+            self._store.add_trial(self._experiment_id, trial_id, trial.index, config, TrialStatus.PENDING, config_blob=_blob(config))
             self._store.update_trial(trial_id, trial_dir=trial.trial_dir)
             self._save_state(force=True)
         return True
@@ -394,7 +387,7 @@ class Controller:
             return False
         if self._profiler is not None:
             self._profiler.acquire(trial.trial_id, slot.pgf.required().get("CPU", 0.0), new_actor=not slot.has_trainable)
-        self._set_status(trial, RUNNING)
+        self._set_status(trial, TrialStatus.RUNNING)
         self._callbacks.call("on_trial_start", self._iteration, self._trials, trial)
         reapply_config = False
         exploit = self._exploits.take_exploit(trial.trial_id)
@@ -529,7 +522,7 @@ class Controller:
             self._complete_trial(trial)
             return False
         result = report.result
-        flat = flatten_dict(result) if any(isinstance(v, dict) for v in result.values()) else result
+        flat = flat_result(result)
         self._check_result(trial, flat)
         trial.last_result = result
         trial.last_flat_result = flat
@@ -549,7 +542,7 @@ class Controller:
             self._complete_trial(trial)
             return False
         if self._stop_everything:
-            self._end_trial(trial, TERMINATED)
+            self._end_trial(trial, TrialStatus.TERMINATED)
             return False
         with self._timed("scheduler"):
             decision = self._scheduler.on_trial_result(self, trial, flat)
@@ -558,7 +551,7 @@ class Controller:
         if decision == TrialScheduler.STOP:
             self._searcher_complete(trial, pruned=not self._scheduler.stop_means_complete(trial, flat))
             self._scheduler.on_trial_remove(self, trial)
-            self._end_trial(trial, TERMINATED, durable=True)
+            self._end_trial(trial, TrialStatus.TERMINATED, durable=True)
         elif decision == TrialScheduler.PAUSE:
             if self._cannot_save(trial, "pause"):
                 return True  # it keeps running, as Ray Tune's would restart it: no result lost
@@ -601,7 +594,7 @@ class Controller:
         """The trial finished on its own (its function returned, done=True, or a stop condition)."""
         self._scheduler.on_trial_complete(self, trial, trial.last_flat_result)
         self._searcher_complete(trial)
-        self._end_trial(trial, TERMINATED)
+        self._end_trial(trial, TrialStatus.TERMINATED)
 
     def _searcher_complete(self, trial: Trial, *, pruned: bool = False, error: bool = False) -> None:
         """Tell the searcher a trial ended; ``pruned`` (a scheduler stopped it) if it can take that."""
@@ -611,12 +604,12 @@ class Controller:
         else:
             self._searcher.on_trial_complete(trial.trial_id, trial.last_flat_result, error=error)
 
-    def _end_trial(self, trial: Trial, status: str, durable: bool = False) -> None:
+    def _end_trial(self, trial: Trial, status: TrialStatus, durable: bool = False) -> None:
         """End a trial; with ``durable`` its status (and results so far) are committed before
         its actor is let go, so a driver that dies right after cannot lose the decision."""
         self._drop_inflight(trial)
         want_save = (
-            status == TERMINATED
+            status == TrialStatus.TERMINATED
             and self._checkpoint_at_end
             and not self._is_function
             and trial.last_result is not None
@@ -659,7 +652,7 @@ class Controller:
             self._go_on(waiting)
         if then is Call.CHECKPOINT:
             return
-        self._set_status(trial, PAUSED if then is Call.PAUSE else TERMINATED)
+        self._set_status(trial, TrialStatus.PAUSED if then is Call.PAUSE else TrialStatus.TERMINATED)
         if then is Call.PAUSE:
             self._make_durable()
         self._release_slot(trial)
@@ -679,18 +672,18 @@ class Controller:
         """The checkpoints trials point at (other than ``but``): retention must not delete them."""
         return {t.checkpoint_path for t in self._trials if t is not but and t.checkpoint_path}
 
-    def _set_status(self, trial: Trial, status: str) -> None:
+    def _set_status(self, trial: Trial, status: TrialStatus) -> None:
         trial.status = status
         fields: dict[str, Any] = {"status": status}
         if trial.last_result is not None:
             fields["last_result"] = trial.last_result
-        if status == TERMINATED:  # finished: trimmed to its num_to_keep best checkpoints
+        if status == TrialStatus.TERMINATED:  # finished: trimmed to its num_to_keep best checkpoints
             moved = self._checkpoints.finish(trial.trial_id, protected=lambda: self._checkpoint_paths(but=trial))
             if moved is not None:
                 trial.checkpoint_path = fields["checkpoint_path"] = moved
         self._store.update_trial(trial.trial_id, **fields)
-        if status in (TERMINATED, ERROR):
-            hook = "on_trial_complete" if status == TERMINATED else "on_trial_error"
+        if status in ENDED:
+            hook = "on_trial_complete" if status == TrialStatus.TERMINATED else "on_trial_error"
             self._callbacks.call(hook, self._iteration, self._trials, trial)
 
     # -- failures --------------------------------------------------------------------------------
@@ -707,9 +700,9 @@ class Controller:
             self._release_slot(trial)
         retry = self._max_failures < 0 or trial.num_failures <= self._max_failures
         if retry and not self._stop_everything:
-            self._set_status(trial, PENDING)
+            self._set_status(trial, TrialStatus.PENDING)
             return
-        self._set_status(trial, ERROR)
+        self._set_status(trial, TrialStatus.ERROR)
         self._scheduler.on_trial_error(self, trial)
         self._searcher_complete(trial, error=True)
         self._failed_fast = self._failed_fast or bool(self._fail_fast)
@@ -724,7 +717,7 @@ class Controller:
     def _go_on(self, trials: list[Trial]) -> None:
         """Trials that waited for a donor's checkpoint go on (with it, or without if none came)."""
         for trial in trials:
-            if trial.status == RUNNING and trial.trial_id in self._pool.running:
+            if trial.status == TrialStatus.RUNNING and trial.trial_id in self._pool.running:
                 self._continue_trial(trial)
 
     # -- slots -------------------------------------------------------------------------------------
@@ -745,7 +738,7 @@ class Controller:
             for trial_id in self._profiler.take_changed():
                 self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
 
-    def _record_abort(self, sweep_status: str) -> None:
+    def _record_abort(self, sweep_status: SweepStatus) -> None:
         """Keep what the sweep has (its results, the trials cut short) on record after an
         exception; a failure here is logged, never raised over the exception that ended the sweep."""
         for step in (self._flush_results, self._abort_running,
@@ -760,8 +753,8 @@ class Controller:
         that were running did not finish, so they go on record as INTERRUPTED, with their results
         so far, and a resume continues them from their last checkpoint."""
         for trial in self._trials:
-            if trial.status == RUNNING:
-                self._set_status(trial, INTERRUPTED)
+            if trial.status == TrialStatus.RUNNING:
+                self._set_status(trial, TrialStatus.INTERRUPTED)
         self._inflight.clear()
         self._pool.destroy_running()
 

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Mapping
 
 from tuner.store import Store
+from tuner.sweep_status import SweepStatus
 
 __all__ = ["HEARTBEAT_ENV", "Heartbeat", "interval_s", "owner", "shown_status", "stale_after_s"]
 
@@ -59,9 +60,9 @@ def shown_status(experiment: Mapping[str, Any], now: float | None = None) -> str
     heartbeat stopped is INTERRUPTED (a sweep of a version without heartbeats stays RUNNING)."""
     status = str(experiment.get("status") or "")
     beat = experiment.get("heartbeat_at")
-    if status == "RUNNING" and isinstance(beat, (int, float)):
+    if status == SweepStatus.RUNNING and isinstance(beat, (int, float)):
         if (time.time() if now is None else now) - float(beat) > stale_after_s():
-            return "INTERRUPTED"
+            return SweepStatus.INTERRUPTED
     return status
 
 

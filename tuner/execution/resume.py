@@ -14,7 +14,7 @@ import dataclasses
 import pickle
 from typing import Any, Callable
 
-from schedulers.trial_scheduler import ERROR, PENDING, RUNNING
+from schedulers.trial_status import TrialStatus
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.execution.trial import Trial
 from tuner.store import Store
@@ -22,9 +22,6 @@ from tuner.store import Store
 #: "ERRORED_ONLY" also retries failed trials from their last checkpoint; "RESTART_ERRORED" retries
 #: them from scratch (their checkpoints and stored results are dropped).
 RESUME_MODES = (True, False, "AUTO", "ERRORED_ONLY", "RESTART_ERRORED")
-#: A trial (and a sweep) stopped before it finished: Ctrl-C, SIGTERM, or an error in the driver.
-#: Not a scheduler status: a resume runs such a trial again from its last checkpoint.
-INTERRUPTED = "INTERRUPTED"
 
 
 @dataclasses.dataclass
@@ -75,18 +72,18 @@ def load_sweep(
     restarted: list[str] = []
     for row in store.trials(experiment_id):
         config = pickle.loads(row["config_blob"]) if row.get("config_blob") else row["config"]
-        status = row["status"]
-        if status in (RUNNING, INTERRUPTED):  # RUNNING: its driver was killed (SIGKILL, a lost node)
-            status = PENDING  # it starts again from its last checkpoint
+        status = TrialStatus(row["status"])
+        if status in (TrialStatus.RUNNING, TrialStatus.INTERRUPTED):  # RUNNING: its driver was killed (SIGKILL, a lost node)
+            status = TrialStatus.PENDING  # it starts again from its last checkpoint
         num_failures = int(row.get("num_failures") or 0)
-        if status == ERROR and restart_errored:
+        if status == TrialStatus.ERROR and restart_errored:
             restarted.append(row["trial_id"])
             store.delete_results(experiment_id, row["trial_id"])
             store.update_trial(row["trial_id"], checkpoint_path=None, last_result=None)
             row = {**row, "checkpoint_path": None, "last_result": None}
             seen.pop(row["trial_id"], None)
-        if status == ERROR and retry_errored:
-            status, num_failures = PENDING, 0
+        if status == TrialStatus.ERROR and retry_errored:
+            status, num_failures = TrialStatus.PENDING, 0
         trial = Trial(
             trial_id=row["trial_id"],
             index=int(row["trial_index"]),

@@ -6,7 +6,7 @@ import dataclasses
 import os
 from typing import Any
 
-from schedulers.trial_scheduler import PENDING
+from schedulers.trial_status import TrialStatus
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.trainable.context import TrialInfo
 
@@ -22,7 +22,7 @@ class Trial:
     trainable_name: str
     run_dir: str
     placement_group_factory: PlacementGroupFactory
-    status: str = PENDING
+    status: TrialStatus = TrialStatus.PENDING
     last_result: dict[str, Any] | None = None
     num_failures: int = 0
     error: str | None = None

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from tuner.flatten import flatten_dict, unflatten_dict  # public here since the start
+
 from .space import (
     Domain,
     Function,
@@ -264,55 +266,3 @@ def sample_domain(domain: Domain, rng: np.random.Generator) -> Any:
     if functions:
         raise ValueError("sample_domain: a drawn value holds sample_from functions")
     return value
-
-
-# --------------------------------------------------------------------------- flat keys
-
-
-def flatten_dict(d: Mapping, sep: str = "/", prevent_delimiter: bool = False) -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a/b": 1}`` (Ray Tune's flattened keys). Lists are leaves;
-    an empty nested dict stays as a ``{}`` leaf so :func:`unflatten_dict` restores it.
-
-    >>> flatten_dict({"a": {"b": 1, "c": {}}, "d": [1]})
-    {'a/b': 1, 'a/c': {}, 'd': [1]}
-    """
-    out: dict[str, Any] = {}
-
-    def walk(node: Mapping, prefix: str) -> None:
-        for k, v in node.items():
-            key = str(k)
-            if prevent_delimiter and sep in key:
-                raise ValueError(f"flatten_dict: key {key!r} contains the delimiter {sep!r}")
-            full = f"{prefix}{sep}{key}" if prefix else key
-            if isinstance(v, Mapping) and v:
-                walk(v, full)
-            else:
-                out[full] = v
-
-    walk(d, "")
-    return out
-
-
-def unflatten_dict(d: Mapping[str, Any], sep: str = "/") -> dict[str, Any]:
-    """Inverse of :func:`flatten_dict`: ``{"a/b": 1}`` -> ``{"a": {"b": 1}}``.
-
-    >>> unflatten_dict({"a/b": 1, "a/c": 2, "d": 3})
-    {'a': {'b': 1, 'c': 2}, 'd': 3}
-    """
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        parts = str(key).split(sep)
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ValueError(
-                    f"unflatten_dict: key {key!r} needs {sep.join(parts[: i + 1])!r} to be a dict, "
-                    f"but it is {child!r}"
-                )
-            node = child
-        leaf = parts[-1]
-        if leaf in node and isinstance(node[leaf], dict) and node[leaf]:
-            raise ValueError(f"unflatten_dict: key {key!r} collides with nested keys under it")
-        node[leaf] = value
-    return out

@@ -29,6 +29,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from tuner.sweep_status import SweepStatus
+
 from . import reads, writes
 from .engine import FileIdentity, check_schema, check_sqlite_file, open_engine
 from .errors import StoreError, error_line
@@ -357,7 +359,7 @@ class Store:
         spec: Mapping[str, Any],
         metric: str | None,
         mode: str | None,
-        status: str = "PENDING",
+        status: str = SweepStatus.PENDING,
     ) -> int:
         """Id of the experiment ``name``, created with ``spec``, ``metric``, ``mode`` if absent."""
         self._check_open()

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from tuner.search.space import Categorical, Domain, Float, Integer, Normal, is_grid_search
-from tuner.search.variants import flatten_dict
+from tuner.flatten import flatten_dict
 from tuner.store import codec
 
 __all__ = ["describe_search_space", "flatten_config", "hparam_value", "as_text", "value_dtype", "normalize"]

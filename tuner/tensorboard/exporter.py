@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tuner.callback import Callback
-from tuner.search.variants import flatten_dict
+from tuner.flatten import flat_result
 from tuner.tensorboard import logdir as files
 from tuner.tensorboard import summaries
 from tuner.tensorboard.domains import describe_search_space, flatten_config, hparam_value, value_dtype
@@ -261,7 +261,7 @@ class TensorBoardExporter(Callback):
         run.last_step = step
         if step <= run.max_step:
             return  # on disk already (written before a resume)
-        flat = flatten_dict(result) if any(isinstance(v, Mapping) for v in result.values()) else result
+        flat = flat_result(result)
         values = []
         metrics = self._metrics
         for key, value in flat.items():

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schedulers.trial_scheduler import ERROR, PAUSED, RUNNING, TERMINATED
+from schedulers.trial_status import ENDED, TrialStatus
 from tuner.store import Store, default_database_url
 from tuner.tensorboard.exporter import TensorBoardExporter
 
@@ -151,15 +151,15 @@ def _export_trial(
 ) -> None:
     """One trial's session: its first config, every stored result, and its end if it ended."""
     status = row["status"]
-    if not history and status not in (RUNNING, PAUSED, ERROR) and not row.get("num_failures"):
+    if not history and status not in (TrialStatus.RUNNING, TrialStatus.PAUSED, TrialStatus.ERROR) and not row.get("num_failures"):
         return  # never started (or no way to tell): the live export has no session either
     name_in_logdir = f"{trainable}_{row['trial_id']}"
     exporter.start_session(name_in_logdir, first_config.get(row["trial_id"], row["config"]),
                            start_time=_start_time(row, history))
     for result in history:
         exporter.add_result(name_in_logdir, result)
-    if status in (TERMINATED, ERROR):
-        exporter.end_session(name_in_logdir, "success" if status == TERMINATED else "failure",
+    if status in ENDED:
+        exporter.end_session(name_in_logdir, "success" if status == TrialStatus.TERMINATED else "failure",
                              end_time=row.get("updated_at"))
 
 

@@ -229,10 +229,6 @@ def wrap_function(func: Callable[..., Any]) -> type[FunctionTrainable]:
     return type(name, (FunctionTrainable,), {"_func": staticmethod(func), "__module__": module})
 
 
-def is_function_trainable(obj: Any) -> bool:
-    return callable(obj) and not (inspect.isclass(obj) and issubclass(obj, Trainable))
-
-
 def trainable_name(obj: Any) -> str:
     return getattr(obj, "__name__", type(obj).__name__)
 

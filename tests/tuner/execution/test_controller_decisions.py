@@ -18,6 +18,7 @@ from schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
 from schedulers.trial_scheduler import TrialScheduler
 from tests.tuner.execution.fake_backend import FakeBackend
 from tuner.api import _resources_for
+from tuner.run_options import RunOptions
 from tuner.execution.controller import Controller
 from tuner.execution.profiler import SweepProfiler
 from tuner.search.basic_variant import BasicVariantGenerator
@@ -76,9 +77,9 @@ def sweep(tmp_path, param_space: dict[str, Any], *, scheduler: TrialScheduler | 
         experiment_id = store.get_or_create_experiment("climb", spec={}, metric="score", mode="max")
         controller = Controller(
             trainable_cls=Climb, experiment_id=experiment_id, experiment_name="climb", run_dir=str(tmp_path / "climb"),
-            store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(stop), metric="score",
-            mode="max", resources_for=_resources_for(Climb, None),
-            profiler=SweepProfiler(total_cpus=backend.cluster_resources()["CPU"]), backend=backend, **options,
+            store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(stop),
+            resources_for=_resources_for(Climb, None), options=RunOptions(metric="score", mode="max", **options),
+            profiler=SweepProfiler(total_cpus=backend.cluster_resources()["CPU"]), backend=backend,
         )
         trials = controller.run()
         rows = store.trials(experiment_id)
