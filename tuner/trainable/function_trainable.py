@@ -227,8 +227,3 @@ def wrap_function(func: Callable[..., Any]) -> type[FunctionTrainable]:
     name = getattr(func, "__name__", type(func).__name__)
     module = getattr(func, "__module__", None) or __name__
     return type(name, (FunctionTrainable,), {"_func": staticmethod(func), "__module__": module})
-
-
-def trainable_name(obj: Any) -> str:
-    return getattr(obj, "__name__", type(obj).__name__)
-
