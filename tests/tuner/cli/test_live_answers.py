@@ -41,7 +41,11 @@ def test_queries_of_a_running_sweep_see_its_latest_results(tmp_path, ray_address
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                if db.exists() and query_rows(db, "SELECT COUNT(*) FROM results") == [(2 * HOLD,)]:
+                # every result stored, and each trial's newest one its last_result (which the store
+                # writes within latest.INTERVAL_S of the result)
+                if db.exists() and query_rows(db, "SELECT COUNT(*) FROM results") == [(2 * HOLD,)] and query_rows(
+                        db, f"SELECT COUNT(*) FROM trials WHERE json_extract(last_result, '$.training_iteration') = {HOLD}"
+                ) == [(2,)]:
                     break
             except Exception:  # noqa: BLE001 - the tables are being created
                 pass
