@@ -65,6 +65,7 @@ from algorithms.shared.learner_config import is_builtin
 from algorithms.ppo.numpy_policy import make_numpy_actor_critic
 from algorithms.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.shared.gae import compute_gae
+from algorithms.shared.observations import flatten_lead, index, to_tensors
 from algorithms.shared.trainer import DistributedTrainer, check
 from schedulers.validation import is_int, is_number
 
@@ -172,10 +173,11 @@ class PPO(DistributedTrainer):
 
     # -- building ------------------------------------------------------------------------------
     def _policy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
-        from algorithms.shared.rollout import ObsEncoder
+        from algorithms.shared.observations import ObsSpace
 
         return {
-            "obs_dim": ObsEncoder(observation_space).dim,
+            "obs_dim": ObsSpace(observation_space).flat_dim,
+            "observation_space": observation_space,
             "action_space": action_space,
             "hidden_sizes": list(self.cfg["model"]["hidden_sizes"]),
             "activation": self.cfg["model"]["activation"],
@@ -249,7 +251,7 @@ class PPO(DistributedTrainer):
             if stale:
                 fragment, is_weight = self._correct_stale(fragment)
             elif fragment.last_values is None:  # a streamed fragment: bootstrapped by the learner
-                fragment = fragment.replace(last_values=self.policy.value(np.asarray(fragment.last_obs, np.float32)))
+                fragment = fragment.replace(last_values=self.policy.value(fragment.last_obs))
             batch = compute_gae(fragment, float(self.cfg["gamma"]), float(self.cfg["lambda_"]))
             if is_weight is not None:
                 batch = batch.replace(is_weight=is_weight, stale_steps=_stale_steps(fragment, current, batch.env_steps))
@@ -270,13 +272,13 @@ class PPO(DistributedTrainer):
         import torch
 
         T, N = fragment.valid.shape
-        obs = self._tensor(fragment.obs.reshape(T * N, -1))
+        obs = to_tensors(flatten_lead(fragment.obs), self.device)
         actions = self.policy.actions_tensor(self._tensor(fragment.actions.reshape(T * N, -1)))
         with torch.no_grad():
             logp, _, values = self.policy.evaluate(obs, actions, with_entropy=False)
         current = fragment.replace(
             logp=logp.cpu().numpy().reshape(T, N), values=values.cpu().numpy().reshape(T, N),
-            last_values=self.policy.value(np.asarray(fragment.last_obs, dtype=np.float32)),
+            last_values=self.policy.value(fragment.last_obs),
         )
         mask = fragment.valid.reshape(-1)
         log_ratio = (current.logp - fragment.logp).reshape(-1)[mask]
@@ -313,7 +315,7 @@ class PPO(DistributedTrainer):
         with torch.no_grad():
             mb = c["minibatch_size"]
             actions = self.policy.actions_tensor(self._tensor(batch.actions[:mb].reshape(min(mb, n), -1)))
-            _, entropy, _ = self.policy.evaluate(self._tensor(batch.obs[:mb]), actions)
+            _, entropy, _ = self.policy.evaluate(to_tensors(index(batch.obs, slice(None, mb)), self.device), actions)
         return {
             "policy_loss": stats.policy_loss,
             "vf_loss": stats.vf_loss,

@@ -9,8 +9,12 @@
   ``config["model_config"]`` its third argument (RLlib's ``custom_model``, SB3's policy class).
 
 The module's ``forward(obs)`` returns ``(dist_inputs, value)`` for a batch of observations:
-``obs`` is a float32 tensor of shape ``(batch, *observation_space.shape)`` (a Discrete
-observation arrives one-hot; image observations arrive as they are, uint8 values as floats), and
+``obs`` is what the observation space describes, batched, as float32 tensors on the learner's
+device: for a Box a tensor of shape ``(batch, *observation_space.shape)`` (images as they are,
+uint8 values as floats: the observations travel and are stored in the env's dtype, and become
+float only here); for a Discrete its one-hot ``(batch, n)``; for a MultiBinary its bits; for a
+MultiDiscrete its sub-observations' one-hots, concatenated; for a Dict a dict of those by key
+(``obs["image"]``, ``obs["direction"]``); for a Tuple a tuple of them. And
 
 * ``dist_inputs`` of shape ``(batch, k)``: logits for ``Discrete(k)``; the concatenated logits
   of every sub-action for ``MultiDiscrete``; for ``Box`` the Gaussian means then their log-stds
@@ -44,13 +48,13 @@ import math
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from algorithms.shared.activations import ACTIVATION_MODULES as _ACTIVATIONS
 from algorithms.shared.distributions import ActionDistribution
 from algorithms.shared.learner_config import MODEL_DEFAULTS
+from algorithms.shared.observations import ObsSpace, batch_of, flat_input, to_tensors, tree_map
 
 ModelFactory = Callable[[gym.Space, gym.Space, Mapping[str, Any]], nn.Module]
 
@@ -87,8 +91,8 @@ class MLPModel(nn.Module):
         nn.init.orthogonal_(self.pi_head.weight, gain=0.01)
         nn.init.orthogonal_(self.vf_head.weight, gain=1.0)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        flat = obs.reshape(len(obs), -1)
+    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = flat_input(obs)
         h = self.pi_trunk(flat)
         out = self.pi_head(h)
         if self.log_std is not None:
@@ -117,7 +121,7 @@ def build_model(model: Mapping[str, Any] | ModelFactory, model_config: Mapping[s
         return module
     options = {**MODEL_DEFAULTS, **model}
     free_log_std = dist.size // 2 if isinstance(action_space, gym.spaces.Box) else 0
-    return MLPModel(int(np.prod(obs_shape(observation_space))), dist.size, [int(s) for s in options["hidden_sizes"]],
+    return MLPModel(ObsSpace(observation_space).flat_dim, dist.size, [int(s) for s in options["hidden_sizes"]],
                     options["activation"], bool(options["shared_layers"]), free_log_std)
 
 
@@ -125,11 +129,9 @@ def check_model_outputs(module: nn.Module, observation_space: gym.Space, action_
                         dist: ActionDistribution, device: torch.device, model: Any) -> None:
     """Run ``module`` on two observations and raise one ValueError naming ``model`` and the
     expected shapes unless it returns ``(dist_inputs (2, k), value (2,) or (2, 1))``."""
-    from algorithms.shared.rollout import ObsEncoder
-
-    encode = ObsEncoder(observation_space)
-    samples = np.stack([observation_space.sample() for _ in range(2)])
-    obs = torch.from_numpy(encode(samples).reshape((2,) + obs_shape(observation_space))).to(device)
+    space = ObsSpace(observation_space)
+    obs = space.model_input(to_tensors(batch_of(observation_space, [observation_space.sample() for _ in range(2)]), device))
+    shapes = tree_map(lambda leaf: tuple(leaf.shape), obs)
     expected = (f"forward(obs) must return (dist_inputs, value) with dist_inputs of shape (batch, {dist.size}) "
                 f"({dist.layout} for {action_space}) and value of shape (batch,) or (batch, 1)")
     where = f"config key 'model' ({_name(model)})"
@@ -137,7 +139,7 @@ def check_model_outputs(module: nn.Module, observation_space: gym.Space, action_
         with torch.no_grad():
             out = module(obs)
     except Exception as exc:
-        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {tuple(obs.shape)}: "
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {shapes}: "
                          f"{type(exc).__name__}: {exc}") from exc
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         got = type(out).__name__ if not isinstance(out, (tuple, list)) else f"a {len(out)}-tuple"

@@ -492,15 +492,17 @@ class DistributedTrainer(Trainable):
     # -- inference ---------------------------------------------------------------------------
     def compute_actions(self, obs: Any, explore: bool = True, seed: int | None = None) -> np.ndarray:
         """Actions of the current policy for a batch of observations (for the env, clipped)."""
-        from algorithms.shared.rollout import ObsEncoder
+        from algorithms.shared.observations import ObsSpace
 
-        encoded = ObsEncoder(self.observation_space)(np.asarray(obs))
+        batch = ObsSpace(self.observation_space).stored(obs)
         rng = np.random.default_rng(seed)
-        env_actions, _, _, _ = self.policy.act(encoded, rng, explore=explore, new_noise=True)
+        env_actions, _, _, _ = self.policy.act(batch, rng, explore=explore, new_noise=True)
         return env_actions
 
     def compute_single_action(self, obs: Any, explore: bool = True, seed: int | None = None) -> Any:
-        return self.compute_actions(np.asarray(obs)[None], explore=explore, seed=seed)[0]
+        from algorithms.shared.observations import batch_of
+
+        return self.compute_actions(batch_of(self.observation_space, [obs]), explore=explore, seed=seed)[0]
 
 
 def _differs(a: Any, b: Any) -> bool:
