@@ -98,6 +98,20 @@ def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], acti
     return QNetwork()
 
 
+def image_q_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
+    """The built-in Q network for observations with images, as a module of the model contract
+    (rollout actors run it in torch): the space's encoder (a CNN per image:
+    ``algorithms/shared/encoders.py``), then :func:`make_q_network`'s layers on its features."""
+    from torch import nn
+
+    from algorithms.shared.encoders import Encoder
+
+    encoder = Encoder(observation_space, model_config["cnn"])
+    head = make_q_network(encoder.features, int(action_space.n), list(model_config["hidden_sizes"]),
+                          model_config["activation"], bool(model_config["dueling"]))
+    return nn.Sequential(encoder, head)
+
+
 class NumpyQPolicy:
     """Epsilon-greedy actions of a Q network given as ``state_dict`` arrays, in numpy.
 
@@ -356,20 +370,26 @@ class DQN(OffPolicyTrainer):
 
         import torch
 
+        from algorithms.shared.encoders import has_image
+
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)
         torch_kwargs = {k: v for k, v in kwargs.items() if k != "action_start"}
+        model, model_config = c["model"], dict(c["model_config"])
+        if not callable(model) and has_image(observation_space):  # a CNN: the module path, in torch everywhere
+            model_config = {**torch_kwargs, "cnn": model["cnn"]}
+            model = image_q_model
         with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
             torch.manual_seed(self.seed)
-            if callable(c["model"]):
-                network = build_q_module(c["model"], c["model_config"], observation_space, action_space)
+            if callable(model):
+                network = build_q_module(model, model_config, observation_space, action_space)
             else:
                 network = make_q_network(**torch_kwargs)
         network.to(self.device)
         target = copy.deepcopy(network)
         target.requires_grad_(False)
-        if callable(c["model"]):
-            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+        if callable(model):
+            factory_kwargs = {"model": model, "model_config": model_config,
                               "observation_space": observation_space, "action_space": action_space}
             policy = QPolicy(network, target, observation_space, None, kwargs["action_start"], str(self.device))
             return policy, make_torch_q_policy, factory_kwargs

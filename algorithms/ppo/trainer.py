@@ -185,19 +185,22 @@ class PPO(DistributedTrainer):
             "sde_sample_freq": self.cfg["sde_sample_freq"],
         }
 
-    def _stacked_network(self, action_space: Any) -> bool:
+    def _stacked_network(self, observation_space: Any, action_space: Any) -> bool:
         """Whether the policy is the built-in stacked network (``ActorCritic``), which rollout actors
         run in numpy; else a module of the model contract (``TorchPolicy``)."""
         import gymnasium as gym
 
-        return _stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
+        from algorithms.shared.encoders import has_image
+
+        return (_stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
+                and not has_image(observation_space))
 
     def rollout_policy(self, observation_space: Any, action_space: Any) -> tuple[Callable[..., Any], dict[str, Any], Any] | None:
         # The built-in network: rollout actors act in numpy and never import torch
         # (algorithms/ppo/numpy_policy.py); the first weights are drawn in numpy too, so the actors
         # sample before the learner has torch. Other models: the actors start after the learner
         # built the module, and run it in torch.
-        if not self._stacked_network(action_space):
+        if not self._stacked_network(observation_space, action_space):
             return None
         kwargs = self._policy_kwargs(observation_space, action_space)
         if self._initial_weights is None:
@@ -210,7 +213,7 @@ class PPO(DistributedTrainer):
         import torch
 
         self.torch_rng = torch.Generator().manual_seed(self.seed)
-        if not self._stacked_network(action_space):
+        if not self._stacked_network(observation_space, action_space):
             return super().build_policy(observation_space, action_space)
         from algorithms.ppo.model import make_actor_critic
 
@@ -225,7 +228,7 @@ class PPO(DistributedTrainer):
 
     def build_learner(self) -> None:
         c = self.cfg
-        blocker = _numpy_learner_blocker(c, self.action_space)
+        blocker = _numpy_learner_blocker(c, self.action_space, self.observation_space)
         if c["learner"] == "numpy" and blocker is not None:
             check(False, "learner", f"'numpy' {NUMPY_COVERS}; here {blocker}: use 'torch' or 'auto'", c["learner"])
         if c["learner"] != "torch" and blocker is None:
@@ -366,7 +369,7 @@ def _stacked(c: dict[str, Any]) -> bool:
     return is_builtin(c["model"]) and not c["model"]["shared_layers"]
 
 
-def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None) -> str | None:
+def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None, observation_space: Any = None) -> str | None:
     """Why the numpy learner does not apply to this config (and action space), or None when it does."""
     import gymnasium as gym
 
@@ -380,6 +383,11 @@ def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None) -> str |
         return f"optimizer {c['optimizer']!r} with {dict(c['optimizer_config'])}"
     if action_space is not None and not isinstance(action_space, gym.spaces.Discrete):
         return f"action space {action_space}"
+    if observation_space is not None:
+        from algorithms.shared.encoders import has_image
+
+        if has_image(observation_space):
+            return "image observations (a CNN)"
     return None
 
 

@@ -27,6 +27,8 @@ from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 
+from algorithms.shared.observations import check_supported
+
 EnvCreator = Callable[[Mapping[str, Any]], gym.Env]
 
 #: The Nature DQN preprocessing of Atari frames (Mnih et al. 2015; SB3's AtariWrapper, CleanRL's).
@@ -47,10 +49,6 @@ _FAMILIES: dict[str, dict[str, Any]] = {"atari": ATARI_DEFAULTS, "minigrid": MIN
 #: Packages that register gymnasium ids when imported, by how their ids start.
 _PLUGINS: tuple[tuple[str, str], ...] = (("ALE/", "ale_py"), ("MiniGrid-", "minigrid"), ("BabyAI-", "minigrid"))
 #: Observation spaces the trainers take (alone, or as the values of a Dict or Tuple).
-SUPPORTED_SPACES: tuple[type[gym.Space], ...] = (
-    gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete,
-)
-_SUPPORTED_TEXT = "Box, Discrete, MultiBinary, MultiDiscrete, and Dict/Tuple of those"
 _PREPROCESSING_TEXT = (
     f"must be 'auto', None, 'none' or a dict of options (Atari: {sorted(ATARI_DEFAULTS)}; "
     f"MiniGrid: {sorted(MINIGRID_DEFAULTS)})"
@@ -190,31 +188,10 @@ def trial_env(env: str | EnvCreator, env_config: Mapping[str, Any], preprocessin
     return resolve_env(env)
 
 
-def _unsupported(space: gym.Space) -> tuple[str, gym.Space] | None:
-    """(where, the part) of ``space`` no trainer takes, else None; where: "" for the space itself,
-    else the Dict key or Tuple index (one level of Dict/Tuple: the models take no deeper nesting)."""
-    if isinstance(space, SUPPORTED_SPACES):
-        return None
-    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)) and len(space.spaces):
-        parts = ([(f"key {key!r}", part) for key, part in space.spaces.items()] if isinstance(space, gym.spaces.Dict)
-                 else [(f"item {i}", part) for i, part in enumerate(space.spaces)])
-        return next(((where, part) for where, part in parts if not isinstance(part, SUPPORTED_SPACES)), None)
-    return "", space
-
-
 def check_observation_space(space: gym.Space, env: Any = None) -> None:
     """Raise one ValueError naming ``env`` if no trainer can take ``space``: the supported spaces are
     Box (any shape and dtype), Discrete, MultiBinary, MultiDiscrete, and a Dict or Tuple of those."""
-    bad = _unsupported(space)
-    if bad is None:
-        return
-    where, part = bad
-    whose = f", whose {where} is {type(part).__name__}," if where else ""
     hint = ""
     if isinstance(space, gym.spaces.Dict) and "mission" in space.spaces:
         hint = " (MiniGrid's mission is dropped by preprocessing='auto', the default)"
-    named = "" if env is None else f" of {env!r}"
-    raise ValueError(
-        f"config key 'env': the observation space{named}, {space}{whose} is not supported; supported: "
-        f"{_SUPPORTED_TEXT}{hint}"
-    )
+    check_supported(space, env, hint)

@@ -4,7 +4,8 @@
 
 * a dict of built-in options: ``hidden_sizes`` (default ``[64, 64]``), ``activation``
   (``"tanh"``, ``"relu"``, ``"elu"``, ``"silu"``), ``shared_layers`` (False: separate policy and
-  value networks, as SB3's and CleanRL's PPO; True: one trunk, two heads);
+  value networks, as SB3's and CleanRL's PPO; True: one trunk, two heads), ``cnn`` (the CNN of
+  image observations, ``algorithms/shared/encoders.py``: "auto", "nature" or "small");
 * a callable ``model(observation_space, action_space, model_config) -> torch.nn.Module``, with
   ``config["model_config"]`` its third argument (RLlib's ``custom_model``, SB3's policy class).
 
@@ -40,6 +41,14 @@ optimiser around it; the learner may run it on a GPU, rollout actors on CPU with
         return Net()
 
     tune.run("PPO", config={"env": "CartPole-v1", "model": make_my_model, "model_config": {"width": 64}})
+
+For a Dict space ``forward`` gets a dict of tensors (MiniGrid's: ``image`` (batch, 7, 7, 3) with
+uint8 values as floats, ``direction`` one-hot (batch, 4)):
+
+    def forward(self, obs):
+        image = obs["image"].permute(0, 3, 1, 2) / 255.0
+        h = self.trunk(torch.cat([self.conv(image), obs["direction"]], dim=1))
+        return self.pi(h), self.vf(h)
 """
 
 from __future__ import annotations
@@ -101,6 +110,23 @@ class MLPModel(nn.Module):
         return out, value[:, 0]
 
 
+class EncoderModel(nn.Module):
+    """The built-in network for observations with images: the encoder of the space (a CNN per
+    image, the rest flattened: ``algorithms/shared/encoders.py``), shared by policy and value as
+    SB3's ``CnnPolicy``, then :class:`MLPModel` on its features."""
+
+    def __init__(self, observation_space: gym.Space, dist_size: int, hidden_sizes: list[int], activation: str,
+                 shared_layers: bool, free_log_std: int = 0, cnn: str = "auto") -> None:
+        super().__init__()
+        from algorithms.shared.encoders import Encoder
+
+        self.encoder = Encoder(observation_space, cnn)
+        self.mlp = MLPModel(self.encoder.features, dist_size, hidden_sizes, activation, shared_layers, free_log_std)
+
+    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.mlp(self.encoder(obs))
+
+
 def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
     layers: list[nn.Module] = []
     for size in hidden_sizes:
@@ -121,6 +147,11 @@ def build_model(model: Mapping[str, Any] | ModelFactory, model_config: Mapping[s
         return module
     options = {**MODEL_DEFAULTS, **model}
     free_log_std = dist.size // 2 if isinstance(action_space, gym.spaces.Box) else 0
+    from algorithms.shared.encoders import has_image
+
+    if has_image(observation_space):
+        return EncoderModel(observation_space, dist.size, [int(s) for s in options["hidden_sizes"]],
+                            options["activation"], bool(options["shared_layers"]), free_log_std, options["cnn"])
     return MLPModel(ObsSpace(observation_space).flat_dim, dist.size, [int(s) for s in options["hidden_sizes"]],
                     options["activation"], bool(options["shared_layers"]), free_log_std)
 

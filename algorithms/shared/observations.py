@@ -36,24 +36,33 @@ Obs = Union[np.ndarray, dict[str, "Obs"], tuple["Obs", ...]]
 SUPPORTED = "Box, Discrete, MultiBinary, MultiDiscrete, and Dict or Tuple of those"
 
 
-def check_supported(space: gym.Space, field: str = "env") -> None:
-    """Raise one ValueError naming ``field`` when no trainer can take the observation space."""
-    bad = _unsupported(space)
-    if bad is not None:
-        where = "" if bad is space else f" (it holds {bad})"
-        raise ValueError(f"{field}: observation space {space}{where} is not supported; supported: {SUPPORTED}")
+def check_supported(space: gym.Space, env: Any = None, hint: str = "") -> None:
+    """Raise one ValueError naming ``env`` (the config key, and the env when given) when no
+    trainer can take the observation space; ``hint`` follows the message."""
+    bad = _unsupported(space, "")
+    if bad is None:
+        return
+    where, part = bad
+    whose = f", whose {where} is {type(part).__name__}," if where else ""
+    named = "" if env is None else f" of {env!r}"
+    raise ValueError(f"config key 'env': the observation space {space}{named}{whose} is not supported; "
+                     f"supported: {SUPPORTED}{hint}")
 
 
-def _unsupported(space: gym.Space) -> gym.Space | None:
+def _unsupported(space: gym.Space, where: str) -> tuple[str, gym.Space] | None:
+    """(where in ``space``, the part) that no trainer takes, else None."""
     if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary)):
         return None
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return None if space.nvec.ndim == 1 else space
-    if isinstance(space, gym.spaces.Dict):
-        return next((b for b in map(_unsupported, space.spaces.values()) if b is not None), None)
-    if isinstance(space, gym.spaces.Tuple):
-        return next((b for b in map(_unsupported, space.spaces) if b is not None), None)
-    return space
+    if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+        return None
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        named = "key" if isinstance(space, gym.spaces.Dict) else "item"
+        for key, sub in _children(space):
+            bad = _unsupported(sub, f"{where}{named} {key!r}" if not where else f"{where}, {named} {key!r}")
+            if bad is not None:
+                return bad
+        return None
+    return where, space
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
@@ -92,8 +101,8 @@ def is_image(space: gym.Space) -> bool:
 class ObsSpace:
     """One observation space: how its batches are stored, flattened and handed to a network."""
 
-    def __init__(self, space: gym.Space, field: str = "env") -> None:
-        check_supported(space, field)
+    def __init__(self, space: gym.Space) -> None:
+        check_supported(space)
         self.space = space
         #: Observations come as (batch, dim) float32 already: flattening them is a no-op (CartPole...).
         self.identity = isinstance(space, gym.spaces.Box) and space.dtype == np.float32 and len(space.shape) == 1

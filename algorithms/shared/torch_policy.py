@@ -34,7 +34,7 @@ class TorchPolicy:
                  device: str | torch.device = "cpu", model: Any = None) -> None:
         self.module = module
         self.dist = action_distribution(action_space)
-        self.obs_space = ObsSpace(observation_space, field="env")
+        self.obs_space = ObsSpace(observation_space)
         self.device = torch.device(device)
         module.to(self.device)
         check_model_outputs(module, observation_space, action_space, self.dist, self.device,

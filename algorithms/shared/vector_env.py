@@ -80,7 +80,8 @@ class SerialVectorEnv(gym.vector.VectorEnv):
     def _batch(self, obs: list[Any]) -> Any:
         if self._composite:
             space = self.single_observation_space
-            return concatenate(space, obs, create_empty_array(space, self.num_envs))
+            out: Any = create_empty_array(space, self.num_envs)
+            return concatenate(space, obs, out)
         return np.asarray(obs, dtype=self._obs_dtype)
 
     def close_extras(self, **kwargs: Any) -> None:

@@ -131,7 +131,7 @@ def test_an_observation_space_no_trainer_takes_is_one_error_naming_env(creator, 
         PPO.prepare_trial({"env": creator})
     message = str(error.value)
     assert "Text(" in message and part in message
-    assert "supported: Box, Discrete, MultiBinary, MultiDiscrete, and Dict/Tuple of those" in message
+    assert "supported: Box, Discrete, MultiBinary, MultiDiscrete, and Dict or Tuple of those" in message
 
 
 def test_minigrid_without_preprocessing_says_how_to_drop_the_mission():

@@ -89,7 +89,8 @@ def test_stored_observations_keep_the_env_dtype():
 @pytest.mark.parametrize("space", [gym.spaces.Text(5), gym.spaces.Graph(gym.spaces.Box(0, 1, (2,)), None),
                                    gym.spaces.Dict({"ok": gym.spaces.Discrete(2), "text": gym.spaces.Text(3)})])
 def test_a_space_no_trainer_takes_is_one_error_naming_env(space):
-    with pytest.raises(ValueError, match=r"^env: observation space .* is not supported; supported: Box, Discrete"):
+    with pytest.raises(ValueError, match=r"^config key 'env': the observation space .* is not supported; "
+                                         r"supported: Box, Discrete"):
         check_supported(space)
 
 
@@ -99,7 +100,7 @@ def test_a_trainer_refuses_an_unsupported_space_before_it_samples():
             super().__init__({"obs": "discrete"})
             self.observation_space = gym.spaces.Text(4)
 
-    with pytest.raises(ValueError, match=r"^env: observation space Text"):
+    with pytest.raises(ValueError, match=r"^config key 'env': the observation space Text\(.* of <class .*TextEnv'>"):
         PPO(config={"env": TextEnv, **TINY["PPO"]})
 
 
@@ -158,3 +159,47 @@ def test_image_observations_cross_ray_and_sit_in_the_replay_buffer_as_uint8():
         assert buffer.bytes_per_transition == 2 * pixels + 8 + 4 + 4
     finally:
         algo.stop()
+
+
+@pytest.mark.parametrize("shape, cnn, features", [((4, 84, 84), "auto", 512), ((84, 84, 3), "nature", 512),
+                                                  ((7, 7, 3), "auto", 512)])
+def test_an_image_goes_through_a_cnn_whichever_its_channel_axis(shape, cnn, features):
+    from algorithms.shared.encoders import Encoder
+
+    space = gym.spaces.Box(0, 255, shape, np.uint8)
+    encoder = Encoder(space, cnn)
+    nature = min(s for s in shape if s > 4) >= 36
+    assert encoder.features == features
+    assert len(encoder.cnns["leaf"].convs) == 7 and encoder.cnns["leaf"].convs[0].kernel_size == ((8, 8) if nature else (2, 2))
+    space.seed(0)
+    out = encoder(ObsSpace(space).model_input(to_tensors(batch_of(space, [space.sample() for _ in range(3)]), "cpu")))
+    assert out.shape == (3, features) and torch.isfinite(out).all()
+
+
+def test_a_dict_encodes_each_key_and_concatenates():
+    from algorithms.shared.encoders import Encoder
+
+    encoder = Encoder(SPACES["dict"])
+    assert encoder.features == 512 + 4 + 2  # the image's CNN, the one-hot direction, the speed
+    batch = batch_of(SPACES["dict"], [SPACES["dict"].sample() for _ in range(2)])
+    assert encoder(ObsSpace(SPACES["dict"]).model_input(to_tensors(batch, "cpu"))).shape == (2, 518)
+
+
+def test_the_built_in_models_take_a_cnn_for_images_and_the_fast_paths_otherwise():
+    from algorithms.shared.models import EncoderModel
+
+    ppo = PPO(config=_config("PPO", "dict"))
+    dqn = DQN(config=_config("DQN", "image"))
+    flat = PPO(config=_config("PPO", "multidiscrete"))
+    try:
+        assert isinstance(ppo.policy.module, EncoderModel) and ppo.learner_name == "torch"
+        assert dqn.policy.numpy_kwargs is None and isinstance(dqn.policy.network[0], torch.nn.Module)
+        assert flat.learner_name == "numpy"  # flat spaces keep the numpy fast path
+    finally:
+        for algo in (ppo, dqn, flat):
+            algo.stop()
+
+
+def test_a_bad_cnn_option_names_the_key():
+    with pytest.raises(ValueError, match=r"config key 'model.cnn': must be one of \['auto', 'nature', 'small'\]"):
+        PPO.resolve_config({"env": "CartPole-v1", "model": {"cnn": "resnet"}})
