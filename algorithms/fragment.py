@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from algorithms.shared.observations import Obs, concat, index
+
 __all__ = ["Fragment", "RolloutPolicy", "TIME_MAJOR", "TrainBatch", "concat_batches"]
 
 #: The fields of a fragment that hold one row per vector step.
@@ -34,7 +36,7 @@ class Fragment:
     policy, in its process), ``weights_versions`` each step's for a stream.
     """
 
-    obs: np.ndarray  # (T, N, *obs_shape)
+    obs: Obs  # (T, N, *obs_shape), in the env's dtype; a dict / tuple of such for Dict / Tuple spaces
     actions: np.ndarray  # (T, N, *action_shape)
     logp: np.ndarray  # (T, N): the behaviour policy's log-probability of each action
     values: np.ndarray  # (T, N): V(obs) at sampling time
@@ -42,7 +44,7 @@ class Fragment:
     terminated: np.ndarray  # (T, N) bool
     truncated: np.ndarray  # (T, N) bool
     valid: np.ndarray  # (T, N) bool
-    last_obs: np.ndarray  # (N, *obs_shape): the observation after the last step
+    last_obs: Obs  # (N, *obs_shape): the observation after the last step
     last_values: np.ndarray | None  # (N,)
     episode_returns: np.ndarray  # the episodes that ended in the fragment, in order of completion
     episode_lens: np.ndarray
@@ -82,14 +84,14 @@ class Fragment:
         tail: dict[str, Any] = {}
         for key in TIME_MAJOR:
             rows = getattr(self, key)
-            head[key], tail[key] = (None, None) if rows is None else (rows[:t], rows[t:])
+            head[key], tail[key] = (None, None) if rows is None else (index(rows, slice(None, t)), index(rows, slice(t, None)))
         ended_before = int((np.nonzero(self.terminated | self.truncated)[0] < t).sum())  # in order of completion
         for key in ("episode_returns", "episode_lens"):
             rows = getattr(self, key)
             head[key], tail[key] = rows[:ended_before], rows[ended_before:]
         head_time = self.sample_time_s * t / T
         versions = (head["weights_versions"], tail["weights_versions"])
-        first = self.replace(**head, last_obs=self.obs[t], last_values=None, sample_time_s=head_time,
+        first = self.replace(**head, last_obs=index(self.obs, t), last_values=None, sample_time_s=head_time,
                              weights_version=self.weights_version if versions[0] is None else int(versions[0].min()))
         second = self.replace(**tail, last_values=None, sample_time_s=self.sample_time_s - head_time,
                               weights_version=self.weights_version if versions[1] is None else int(versions[1].min()))
@@ -102,7 +104,7 @@ class TrainBatch:
     advantages and value targets (``returns``), each transition's importance weight (1 unless it
     was sampled with older weights), and the counts of what went into it."""
 
-    obs: np.ndarray  # (n, *obs_shape)
+    obs: Obs  # (n, *obs_shape), in the env's dtype
     actions: np.ndarray  # (n, *action_shape)
     logp: np.ndarray  # (n,): the log-probabilities the update's ratio is taken against
     values: np.ndarray  # (n,)
@@ -123,8 +125,8 @@ def concat_batches(batches: Sequence[TrainBatch]) -> TrainBatch:
     """One batch of many: arrays concatenated, counts summed."""
     if len(batches) == 1:
         return batches[0]
-    arrays = {f.name: np.concatenate([getattr(b, f.name) for b in batches])
-              for f in dataclasses.fields(TrainBatch) if f.name not in ("env_steps", "slots", "stale_steps")}
+    arrays: dict[str, Any] = {f.name: concat([getattr(b, f.name) for b in batches]) for f in dataclasses.fields(TrainBatch)
+                              if f.name not in ("env_steps", "slots", "stale_steps")}
     return TrainBatch(**arrays, env_steps=sum(b.env_steps for b in batches), slots=sum(b.slots for b in batches),
                       stale_steps=sum(b.stale_steps for b in batches))
 
@@ -133,11 +135,12 @@ class RolloutPolicy(Protocol):
     """What a rollout worker calls on its policy (numpy for the built-in networks, torch for a
     user's module): the actions of every env at once, values for a bootstrap, new weights."""
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """(the actions the envs take, the actions as recorded, their log-probabilities, V(obs))."""
+    def act(self, obs: Obs, rng: np.random.Generator) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """(the actions the envs take, the actions as recorded, their log-probabilities, V(obs)),
+        for a batch of observations as the envs gave them (the policy reads them its way)."""
         ...
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
+    def value(self, obs: Obs) -> np.ndarray:
         """V(obs), per env."""
         ...
 

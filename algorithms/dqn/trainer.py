@@ -41,6 +41,7 @@ import numpy as np
 
 from algorithms.shared.learner_config import make_optimizer
 from algorithms.shared.numpy_mlp import linear, linear_layers, mlp
+from algorithms.shared.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
 from algorithms.shared.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
 from algorithms.shared.trainer import check
 from schedulers.validation import is_int, is_number
@@ -97,6 +98,20 @@ def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], acti
     return QNetwork()
 
 
+def image_q_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
+    """The built-in Q network for observations with images, as a module of the model contract
+    (rollout actors run it in torch): the space's encoder (a CNN per image:
+    ``algorithms/shared/encoders.py``), then :func:`make_q_network`'s layers on its features."""
+    from torch import nn
+
+    from algorithms.shared.encoders import Encoder
+
+    encoder = Encoder(observation_space, model_config["cnn"])
+    head = make_q_network(encoder.features, int(action_space.n), list(model_config["hidden_sizes"]),
+                          model_config["activation"], bool(model_config["dueling"]))
+    return nn.Sequential(encoder, head)
+
+
 class NumpyQPolicy:
     """Epsilon-greedy actions of a Q network given as ``state_dict`` arrays, in numpy.
 
@@ -106,8 +121,11 @@ class NumpyQPolicy:
     """
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: list[int], activation: str, dueling: bool,
-                 action_start: int = 0, arrays: dict[str, np.ndarray] | None = None) -> None:
+                 action_start: int = 0, arrays: dict[str, np.ndarray] | None = None,
+                 observation_space: Any = None) -> None:
         self.num_actions, self.activation, self.dueling = num_actions, activation, dueling
+        # Observations as the env gives them, flattened to float here (None: they come flat).
+        self._flat = ObsSpace(observation_space).flat_numpy if observation_space is not None else None
         self.action_start = action_start
         self.worker_index = 0
         self.epsilon = 1.0
@@ -130,8 +148,9 @@ class NumpyQPolicy:
         epsilons = np.asarray(weights["__epsilon__"])
         self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
 
-    def q_values(self, obs: np.ndarray) -> np.ndarray:
-        h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
+    def q_values(self, obs: Obs) -> np.ndarray:
+        flat = obs if self._flat is None else self._flat(obs)
+        h = mlp(np.asarray(flat, dtype=np.float32), self._body, self.activation)
         a = linear(h, self._advantages)
         if self._value is None:
             return a
@@ -140,12 +159,12 @@ class NumpyQPolicy:
     def begin_fragment(self) -> None:
         """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        return np.zeros(len(obs), dtype=np.float32)
+    def value(self, obs: Obs) -> np.ndarray:
+        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 def epsilon_greedy(q: np.ndarray, epsilon: float, rng: np.random.Generator,
@@ -175,8 +194,7 @@ def build_q_module(model: Any, model_config: dict[str, Any], observation_space: 
     import torch
     from torch import nn
 
-    from algorithms.shared.models import _name, obs_shape
-    from algorithms.shared.rollout import ObsEncoder
+    from algorithms.shared.models import _name
 
     where = f"config key 'model' ({_name(model)})"
     module = model(observation_space, action_space, dict(model_config))
@@ -184,14 +202,15 @@ def build_q_module(model: Any, model_config: dict[str, Any], observation_space: 
         raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
                          f"torch.nn.Module, got {type(module).__name__}")
     n = int(action_space.n)
-    samples = ObsEncoder(observation_space)(np.stack([observation_space.sample() for _ in range(2)]))
-    obs = torch.from_numpy(samples.reshape((2,) + obs_shape(observation_space)))
+    obs = ObsSpace(observation_space).model_input(
+        to_tensors(batch_of(observation_space, [observation_space.sample() for _ in range(2)]), "cpu"))
     expected = f"DQN's forward(obs) must return Q-values of shape (batch, {n}), one per action of {action_space}"
     try:
         with torch.no_grad():
             out = module(obs)
     except Exception as exc:
-        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {tuple(obs.shape)}: "
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape "
+                         f"{tree_map(lambda leaf: tuple(leaf.shape), obs)}: "
                          f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, n) or not out.is_floating_point():
         got = f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
@@ -204,9 +223,8 @@ class TorchQPolicy:
     how the learner acts with it in its own process. ``load_weights`` as :class:`NumpyQPolicy`."""
 
     def __init__(self, module: Any, observation_space: Any, action_start: int, device: str = "cpu") -> None:
-        from algorithms.shared.models import obs_shape
-
-        self.module, self.obs_shape, self.action_start, self.device = module, obs_shape(observation_space), action_start, device
+        self.module, self.action_start, self.device = module, action_start, device
+        self.obs_space = ObsSpace(observation_space)
         self.worker_index = 0
         self.epsilon = 1.0
 
@@ -220,22 +238,21 @@ class TorchQPolicy:
         epsilons = np.asarray(weights["__epsilon__"])
         self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
 
-    def q_values(self, obs: np.ndarray) -> np.ndarray:
+    def q_values(self, obs: Obs) -> np.ndarray:
         import torch
 
-        x = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
         with torch.no_grad():
-            return self.module(x.reshape((len(x),) + self.obs_shape)).float().cpu().numpy()
+            return self.module(self.obs_space.model_input(to_tensors(obs, self.device))).float().cpu().numpy()
 
     def begin_fragment(self) -> None:
         """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        return np.zeros(len(obs), dtype=np.float32)
+    def value(self, obs: Obs) -> np.ndarray:
+        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 def make_torch_q_policy(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any
@@ -252,18 +269,19 @@ class QPolicy:
 
     def __init__(self, network: Any, target: Any, observation_space: Any, numpy_kwargs: dict[str, Any] | None,
                  action_start: int, device: str) -> None:
-        from algorithms.shared.models import obs_shape
-
         self.network, self.target, self.device = network, target, device
-        self.obs_shape = obs_shape(observation_space)
+        self.obs_space = ObsSpace(observation_space)
         self.numpy_kwargs = numpy_kwargs
         self.epsilons = np.ones(1, dtype=np.float32)
         self._actor: Any = (NumpyQPolicy(**numpy_kwargs, arrays=self._arrays()) if numpy_kwargs is not None
                             else TorchQPolicy(network, observation_space, action_start, device))
 
-    def q(self, module: Any, obs: torch.Tensor) -> torch.Tensor:
-        """``module``'s Q-values for flat encoded observations, shaped as the module takes them."""
-        return module(obs.reshape((len(obs),) + self.obs_shape))
+    def q(self, module: Any, obs: Any) -> torch.Tensor:
+        """``module``'s Q-values for a batch of observations as tensors (the env's dtypes): the
+        built-in network takes them flattened, a module of one's own as the contract says."""
+        if self.numpy_kwargs is not None:
+            return module(self.obs_space.flat_torch(obs))
+        return module(self.obs_space.model_input(obs))
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {name: p.detach().cpu().numpy() for name, p in self.network.state_dict().items()}
@@ -292,13 +310,13 @@ class QPolicy:
     def begin_fragment(self) -> None:
         """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         self._actor.epsilon = float(self.epsilons[0])
         return self._actor.act(obs, rng, explore=explore)
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        return np.zeros(len(obs), dtype=np.float32)
+    def value(self, obs: Obs) -> np.ndarray:
+        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -337,12 +355,10 @@ class DQN(OffPolicyTrainer):
     def _numpy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         import gymnasium as gym
 
-        from algorithms.shared.rollout import ObsEncoder
-
         if not isinstance(action_space, gym.spaces.Discrete):
             raise ValueError(f"config key 'env': DQN needs a Discrete action space, this env has {action_space}")
         model = self.cfg["model"]
-        kwargs = {"obs_dim": ObsEncoder(observation_space).dim, "num_actions": int(action_space.n),
+        kwargs = {"obs_dim": ObsSpace(observation_space).flat_dim, "num_actions": int(action_space.n),
                   "action_start": int(action_space.start)}
         if callable(model):  # a module of one's own: no built-in options
             return kwargs
@@ -354,23 +370,30 @@ class DQN(OffPolicyTrainer):
 
         import torch
 
+        from algorithms.shared.encoders import has_image
+
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)
         torch_kwargs = {k: v for k, v in kwargs.items() if k != "action_start"}
+        model, model_config = c["model"], dict(c["model_config"])
+        if not callable(model) and has_image(observation_space):  # a CNN: the module path, in torch everywhere
+            model_config = {**torch_kwargs, "cnn": model["cnn"]}
+            model = image_q_model
         with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
             torch.manual_seed(self.seed)
-            if callable(c["model"]):
-                network = build_q_module(c["model"], c["model_config"], observation_space, action_space)
+            if callable(model):
+                network = build_q_module(model, model_config, observation_space, action_space)
             else:
                 network = make_q_network(**torch_kwargs)
         network.to(self.device)
         target = copy.deepcopy(network)
         target.requires_grad_(False)
-        if callable(c["model"]):
-            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+        if callable(model):
+            factory_kwargs = {"model": model, "model_config": model_config,
                               "observation_space": observation_space, "action_space": action_space}
             policy = QPolicy(network, target, observation_space, None, kwargs["action_start"], str(self.device))
             return policy, make_torch_q_policy, factory_kwargs
+        kwargs = {**kwargs, "observation_space": observation_space}  # the numpy twin flattens what the env gives
         policy = QPolicy(network, target, observation_space, kwargs, kwargs["action_start"], str(self.device))
         return policy, make_numpy_q_policy, kwargs
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from algorithms.fragment import TrainBatch
+from algorithms.shared.observations import Obs, index
 
 if TYPE_CHECKING:
     import torch
@@ -75,8 +76,9 @@ class PPOLearner(abc.ABC):
         """The name a checkpoint of this learner's optimiser is saved under."""
 
     @abc.abstractmethod
-    def _tables(self, obs: np.ndarray, actions: np.ndarray, per_step: np.ndarray) -> tuple[Any, Any, Any]:
-        """The batch's three tables where the updates run (numpy arrays, or tensors on the device)."""
+    def _tables(self, obs: Obs, actions: np.ndarray, per_step: np.ndarray) -> tuple[Any, Any, Any]:
+        """The batch's three tables where the updates run (numpy arrays, or tensors on the device);
+        the observations as the env gave them (the torch learner's policy reads them on its device)."""
 
     @abc.abstractmethod
     def _epoch(self, order: torch.Tensor, actions: Any) -> tuple[Any, Any]:
@@ -119,15 +121,15 @@ class PPOLearner(abc.ABC):
         num_minibatches = max(1, round(n / c["minibatch_size"]))
         bounds = [round(i * n / num_minibatches) for i in range(num_minibatches + 1)]
         obs, actions, per_step = self._tables(
-            np.asarray(batch.obs, dtype=np.float32).reshape(n, -1),
+            batch.obs,
             np.asarray(batch.actions, dtype=np.float32).reshape(n, -1),
             np.stack([batch.logp, batch.values, batch.returns, advantages]).astype(np.float32))
         for epoch in range(c["num_epochs"]):
-            index, epoch_actions = self._epoch(torch.randperm(n, generator=self.torch_rng), actions)
-            epoch_obs, epoch_per_step = obs[index], per_step[:, index]
+            rows, epoch_actions = self._epoch(torch.randperm(n, generator=self.torch_rng), actions)
+            epoch_obs, epoch_per_step = index(obs, rows), per_step[:, rows]
             for start, stop in zip(bounds[:-1], bounds[1:]):
                 old_logp, old_values, returns, adv = _rows(epoch_per_step[:, start:stop])
-                yield epoch == c["num_epochs"] - 1, (epoch_obs[start:stop], epoch_actions[start:stop],
+                yield epoch == c["num_epochs"] - 1, (index(epoch_obs, slice(start, stop)), epoch_actions[start:stop],
                                                      old_logp, old_values, returns, adv)
 
 

@@ -19,6 +19,7 @@ from torch import nn
 from algorithms.shared.activations import tanh
 from algorithms.ppo.narrow_matmul import narrow_baddbmm
 from algorithms.ppo.numpy_policy import NumpyActorCritic
+from algorithms.shared.observations import Obs, ObsSpace, to_tensors
 from algorithms.shared.torch_policy import load_state_arrays, state_arrays
 
 _ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
@@ -57,6 +58,7 @@ class ActorCritic(nn.Module):
         inference: str = "numpy",
         sde: bool = False,
         sde_sample_freq: int = -1,
+        observation_space: gym.Space | None = None,
     ) -> None:
         super().__init__()
         if inference not in ("numpy", "torch"):
@@ -65,6 +67,11 @@ class ActorCritic(nn.Module):
         self.activation = activation
         self.obs_dim = obs_dim
         self.action_space = action_space
+        self.observation_space = observation_space
+        # Observations as the env gives them, flattened to float on the parameters' device (None:
+        # they come flat, float32).
+        obs = ObsSpace(observation_space) if observation_space is not None else None
+        self._flat = obs.flat_torch if obs is not None and not obs.identity else None
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.sde = sde
         self.sde_sample_freq = sde_sample_freq
@@ -113,6 +120,8 @@ class ActorCritic(nn.Module):
         """(policy outputs: logits or Gaussian means, values, the policy's last hidden features)."""
         *hidden, (w_out, b_out) = self._tensors()
         act_fn = self.act_fn
+        if self._flat is not None:
+            obs = self._flat(obs)
         h = obs.expand(2, *obs.shape)
         for w, b in hidden:
             h = act_fn(torch.baddbmm(b, h, w))
@@ -139,7 +148,7 @@ class ActorCritic(nn.Module):
         z = (actions - pi_out) * torch.exp(-log_std)
         logp = (-0.5 * z.pow(2) - log_std).sum(-1) - _LOG_SQRT_2PI * self.num_outputs
         if with_entropy:
-            entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(len(obs))
+            entropy = (0.5 + _LOG_SQRT_2PI + log_std).sum(-1).expand(len(values))
         return logp, entropy, values
 
     # -- rollout side: numpy in, numpy out -------------------------------------------------
@@ -159,7 +168,8 @@ class ActorCritic(nn.Module):
     def numpy_kwargs(self) -> dict[str, Any]:
         """How a rollout actor builds this network's rollout side without torch."""
         return {"obs_dim": self.obs_dim, "action_space": self.action_space, "hidden_sizes": list(self.hidden_sizes),
-                "activation": self.activation, "sde": self.sde, "sde_sample_freq": self.sde_sample_freq}
+                "activation": self.activation, "sde": self.sde, "sde_sample_freq": self.sde_sample_freq,
+                "observation_space": self.observation_space}
 
     def act(
         self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True, new_noise: bool = False
@@ -180,8 +190,8 @@ class ActorCritic(nn.Module):
     def _numpy_inference(self) -> bool:
         return self.inference == "numpy" and self._tensors()[0][0].device.type == "cpu"
 
-    def _obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self._tensors()[0][0].device)
+    def _obs_tensor(self, obs: Obs) -> Any:
+        return to_tensors(obs, self._tensors()[0][0].device)
 
     def actions_tensor(self, columns: torch.Tensor) -> torch.Tensor:
         """A train batch's action columns (float, (B, k)) as :meth:`evaluate` takes them."""
@@ -213,6 +223,8 @@ def make_actor_critic(
     inference: str = "numpy",
     sde: bool = False,
     sde_sample_freq: int = -1,
+    observation_space: gym.Space | None = None,
 ) -> ActorCritic:
     """What a rollout worker calls to build its copy (weights arrive with its first request)."""
-    return ActorCritic(obs_dim, action_space, hidden_sizes, activation, inference, sde, sde_sample_freq)
+    return ActorCritic(obs_dim, action_space, hidden_sizes, activation, inference, sde, sde_sample_freq,
+                       observation_space)

@@ -37,6 +37,7 @@ import numpy as np
 from algorithms.ppo.learner import PPOLearner, StepOut
 from algorithms.shared.flat_adam import FlatAdam
 from algorithms.shared.learner_config import OPTIMIZERS
+from algorithms.shared.observations import Obs
 
 if TYPE_CHECKING:
     import torch
@@ -177,8 +178,9 @@ class NumpyPPOLearner(PPOLearner):
     def load_state(self, saved: Mapping[str, Any], c: Mapping[str, Any]) -> None:
         self.optimizer.load_torch_adam_state(saved["state"])
 
-    def _tables(self, obs: np.ndarray, actions: np.ndarray, per_step: np.ndarray) -> tuple[Any, Any, Any]:
-        return obs, actions, per_step
+    def _tables(self, obs: Obs, actions: np.ndarray, per_step: np.ndarray) -> tuple[Any, Any, Any]:
+        flat = self.policy.numpy_policy().flat_obs(obs)  # float32, (n, obs_dim)
+        return np.ascontiguousarray(flat, dtype=np.float32), actions, per_step
 
     def _epoch(self, order: torch.Tensor, actions: Any) -> tuple[Any, Any]:
         index = order.numpy()

@@ -23,6 +23,7 @@ import numpy as np
 
 from algorithms.shared.distributions import gaussian_logp, sample_categorical
 from algorithms.shared.numpy_mlp import ACTIVATIONS
+from algorithms.shared.observations import ObsSpace
 
 
 class NumpyActorCritic:
@@ -48,10 +49,15 @@ class NumpyActorCritic:
         sde: bool = False,
         sde_sample_freq: int = -1,
         arrays: Mapping[str, np.ndarray] | None = None,
+        observation_space: gym.Space | None = None,
     ) -> None:
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.activation = activation
+        self.observation_space = observation_space
+        # Observations as the env gives them, flattened to float here (None: they come flat, float32).
+        obs = ObsSpace(observation_space) if observation_space is not None else None
+        self._flat = obs.flat_numpy if obs is not None and not obs.identity else None
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.sde, self.sde_sample_freq = sde, sde_sample_freq
         if isinstance(action_space, gym.spaces.Discrete):
@@ -104,12 +110,16 @@ class NumpyActorCritic:
         for name, array in self.arrays.items():
             np.copyto(array, weights[name])
 
+    def flat_obs(self, obs: Any) -> np.ndarray:
+        """A batch of observations as the env gave them, as this network's float input."""
+        return np.asarray(obs) if self._flat is None else self._flat(obs)
+
     # -- the forward pass --------------------------------------------------------------------------
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(policy outputs: logits or Gaussian means, values, the policy's last hidden features)."""
         *hidden, (w_out, b_out) = self._layers
         act_fn = self._act_fn
-        h = obs
+        h = obs if self._flat is None else self._flat(obs)
         for w, b in hidden:
             h = np.matmul(h, w)  # (batch, in) @ (2, in, out) -> (2, batch, out)
             h += b

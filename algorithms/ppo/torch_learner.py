@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from algorithms.ppo.learner import PPOLearner, StepOut
+from algorithms.shared.observations import Obs, to_tensors
 from algorithms.shared.learner_config import make_optimizer, set_lr, to_cpu
 
 if TYPE_CHECKING:
@@ -81,10 +82,10 @@ class TorchPPOLearner(PPOLearner):
         current = self.optimizer.state_dict()
         self.optimizer.load_state_dict({**current, "state": moments})  # onto the parameters' device
 
-    def _tables(self, obs: np.ndarray, actions: np.ndarray, per_step: np.ndarray) -> tuple[Any, Any, Any]:
+    def _tables(self, obs: Obs, actions: np.ndarray, per_step: np.ndarray) -> tuple[Any, Any, Any]:
         import torch
 
-        return tuple(torch.from_numpy(a).to(self.device) for a in (obs, actions, per_step))  # type: ignore[return-value]
+        return (to_tensors(obs, self.device), *(torch.from_numpy(a).to(self.device) for a in (actions, per_step)))
 
     def _epoch(self, order: torch.Tensor, actions: Any) -> tuple[Any, Any]:
         index = order.to(self.device)

@@ -65,6 +65,7 @@ from algorithms.shared.learner_config import is_builtin
 from algorithms.ppo.numpy_policy import make_numpy_actor_critic
 from algorithms.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.shared.gae import compute_gae
+from algorithms.shared.observations import flatten_lead, index, to_tensors
 from algorithms.shared.trainer import DistributedTrainer, check
 from schedulers.validation import is_int, is_number
 
@@ -172,10 +173,11 @@ class PPO(DistributedTrainer):
 
     # -- building ------------------------------------------------------------------------------
     def _policy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
-        from algorithms.shared.rollout import ObsEncoder
+        from algorithms.shared.observations import ObsSpace
 
         return {
-            "obs_dim": ObsEncoder(observation_space).dim,
+            "obs_dim": ObsSpace(observation_space).flat_dim,
+            "observation_space": observation_space,
             "action_space": action_space,
             "hidden_sizes": list(self.cfg["model"]["hidden_sizes"]),
             "activation": self.cfg["model"]["activation"],
@@ -183,19 +185,22 @@ class PPO(DistributedTrainer):
             "sde_sample_freq": self.cfg["sde_sample_freq"],
         }
 
-    def _stacked_network(self, action_space: Any) -> bool:
+    def _stacked_network(self, observation_space: Any, action_space: Any) -> bool:
         """Whether the policy is the built-in stacked network (``ActorCritic``), which rollout actors
         run in numpy; else a module of the model contract (``TorchPolicy``)."""
         import gymnasium as gym
 
-        return _stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
+        from algorithms.shared.encoders import has_image
+
+        return (_stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
+                and not has_image(observation_space))
 
     def rollout_policy(self, observation_space: Any, action_space: Any) -> tuple[Callable[..., Any], dict[str, Any], Any] | None:
         # The built-in network: rollout actors act in numpy and never import torch
         # (algorithms/ppo/numpy_policy.py); the first weights are drawn in numpy too, so the actors
         # sample before the learner has torch. Other models: the actors start after the learner
         # built the module, and run it in torch.
-        if not self._stacked_network(action_space):
+        if not self._stacked_network(observation_space, action_space):
             return None
         kwargs = self._policy_kwargs(observation_space, action_space)
         if self._initial_weights is None:
@@ -208,7 +213,7 @@ class PPO(DistributedTrainer):
         import torch
 
         self.torch_rng = torch.Generator().manual_seed(self.seed)
-        if not self._stacked_network(action_space):
+        if not self._stacked_network(observation_space, action_space):
             return super().build_policy(observation_space, action_space)
         from algorithms.ppo.model import make_actor_critic
 
@@ -223,7 +228,7 @@ class PPO(DistributedTrainer):
 
     def build_learner(self) -> None:
         c = self.cfg
-        blocker = _numpy_learner_blocker(c, self.action_space)
+        blocker = _numpy_learner_blocker(c, self.action_space, self.observation_space)
         if c["learner"] == "numpy" and blocker is not None:
             check(False, "learner", f"'numpy' {NUMPY_COVERS}; here {blocker}: use 'torch' or 'auto'", c["learner"])
         if c["learner"] != "torch" and blocker is None:
@@ -249,7 +254,7 @@ class PPO(DistributedTrainer):
             if stale:
                 fragment, is_weight = self._correct_stale(fragment)
             elif fragment.last_values is None:  # a streamed fragment: bootstrapped by the learner
-                fragment = fragment.replace(last_values=self.policy.value(np.asarray(fragment.last_obs, np.float32)))
+                fragment = fragment.replace(last_values=self.policy.value(fragment.last_obs))
             batch = compute_gae(fragment, float(self.cfg["gamma"]), float(self.cfg["lambda_"]))
             if is_weight is not None:
                 batch = batch.replace(is_weight=is_weight, stale_steps=_stale_steps(fragment, current, batch.env_steps))
@@ -270,13 +275,13 @@ class PPO(DistributedTrainer):
         import torch
 
         T, N = fragment.valid.shape
-        obs = self._tensor(fragment.obs.reshape(T * N, -1))
+        obs = to_tensors(flatten_lead(fragment.obs), self.device)
         actions = self.policy.actions_tensor(self._tensor(fragment.actions.reshape(T * N, -1)))
         with torch.no_grad():
             logp, _, values = self.policy.evaluate(obs, actions, with_entropy=False)
         current = fragment.replace(
             logp=logp.cpu().numpy().reshape(T, N), values=values.cpu().numpy().reshape(T, N),
-            last_values=self.policy.value(np.asarray(fragment.last_obs, dtype=np.float32)),
+            last_values=self.policy.value(fragment.last_obs),
         )
         mask = fragment.valid.reshape(-1)
         log_ratio = (current.logp - fragment.logp).reshape(-1)[mask]
@@ -313,7 +318,7 @@ class PPO(DistributedTrainer):
         with torch.no_grad():
             mb = c["minibatch_size"]
             actions = self.policy.actions_tensor(self._tensor(batch.actions[:mb].reshape(min(mb, n), -1)))
-            _, entropy, _ = self.policy.evaluate(self._tensor(batch.obs[:mb]), actions)
+            _, entropy, _ = self.policy.evaluate(to_tensors(index(batch.obs, slice(None, mb)), self.device), actions)
         return {
             "policy_loss": stats.policy_loss,
             "vf_loss": stats.vf_loss,
@@ -364,7 +369,7 @@ def _stacked(c: dict[str, Any]) -> bool:
     return is_builtin(c["model"]) and not c["model"]["shared_layers"]
 
 
-def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None) -> str | None:
+def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None, observation_space: Any = None) -> str | None:
     """Why the numpy learner does not apply to this config (and action space), or None when it does."""
     import gymnasium as gym
 
@@ -378,6 +383,11 @@ def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None) -> str |
         return f"optimizer {c['optimizer']!r} with {dict(c['optimizer_config'])}"
     if action_space is not None and not isinstance(action_space, gym.spaces.Discrete):
         return f"action space {action_space}"
+    if observation_space is not None:
+        from algorithms.shared.encoders import has_image
+
+        if has_image(observation_space):
+            return "image observations (a CNN)"
     return None
 
 

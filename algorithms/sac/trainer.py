@@ -37,6 +37,7 @@ import numpy as np
 
 from algorithms.shared.learner_config import make_optimizer
 from algorithms.shared.numpy_mlp import linear, linear_layers, mlp
+from algorithms.shared.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
 from algorithms.shared.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
 from algorithms.shared.trainer import check
 from schedulers.validation import is_number
@@ -138,8 +139,10 @@ class NumpySquashedGaussian:
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str,
                  low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...],
-                 arrays: dict[str, np.ndarray] | None = None) -> None:
+                 arrays: dict[str, np.ndarray] | None = None, observation_space: Any = None) -> None:
         self.act_dim, self.activation, self.action_shape = act_dim, activation, tuple(action_shape)
+        # Observations as the env gives them, flattened to float here (None: they come flat).
+        self._flat = ObsSpace(observation_space).flat_numpy if observation_space is not None else None
         self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
         self.uniform = True
         if arrays is not None:
@@ -154,17 +157,18 @@ class NumpySquashedGaussian:
         self._use({k: np.array(v) for k, v in weights.items() if k != "__uniform__"})  # Ray's are read-only
         self.uniform = bool(np.asarray(weights["__uniform__"]))
 
-    def mean_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def mean_log_std(self, obs: Obs) -> tuple[np.ndarray, np.ndarray]:
         """The pre-squash Gaussian's mean and (clamped) log std."""
-        h = mlp(np.asarray(obs, dtype=np.float32), self._body, self.activation)
+        flat = obs if self._flat is None else self._flat(obs)
+        h = mlp(np.asarray(flat, dtype=np.float32), self._body, self.activation)
         return linear(h, self._mean), np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
 
     def begin_fragment(self) -> None:
         """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        n = len(obs)
+        n = batch_size(obs)
         if explore and self.uniform:
             squashed = rng.uniform(-1.0, 1.0, size=(n, self.act_dim)).astype(np.float32)
         else:
@@ -176,8 +180,8 @@ class NumpySquashedGaussian:
         zeros = np.zeros(n, dtype=np.float32)
         return env_actions, squashed, zeros, zeros
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        return np.zeros(len(obs), dtype=np.float32)
+    def value(self, obs: Obs) -> np.ndarray:
+        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 def make_numpy_squashed_gaussian(**kwargs: Any) -> NumpySquashedGaussian:
@@ -197,11 +201,9 @@ def make_module_actor(model: Any, model_config: dict[str, Any], observation_spac
     import torch
     from torch import nn
 
-    from algorithms.shared.models import _name, obs_shape
-    from algorithms.shared.rollout import ObsEncoder
+    from algorithms.shared.models import _name
 
     act_dim = int(np.prod(action_space.shape))
-    shape = obs_shape(observation_space)
     where = f"config key 'model' ({_name(model)})"
     module = model(observation_space, action_space, dict(model_config))
     if not isinstance(module, nn.Module):
@@ -213,19 +215,22 @@ def make_module_actor(model: Any, model_config: dict[str, Any], observation_spac
             super().__init__()
             self.module = module
 
-        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            out = self.module(obs.reshape((len(obs),) + shape))
+        def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            """``obs``: the model's input (``ObsSpace.model_input``)."""
+            out = self.module(obs)
             dist_inputs = out[0] if isinstance(out, (tuple, list)) else out
             return dist_inputs[:, :act_dim], dist_inputs[:, act_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     expected = (f"SAC's forward(obs) must return dist_inputs of shape (batch, {2 * act_dim}): the means, then the "
                 f"log stds, of the {act_dim} actions of {action_space} (or a (dist_inputs, value) pair)")
-    samples = ObsEncoder(observation_space)(np.stack([observation_space.sample() for _ in range(2)]))
+    samples = ObsSpace(observation_space).model_input(
+        to_tensors(batch_of(observation_space, [observation_space.sample() for _ in range(2)]), "cpu"))
     try:
         with torch.no_grad():
-            out = module(torch.from_numpy(samples.reshape((2,) + shape)))
+            out = module(samples)
     except Exception as exc:
-        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {(2,) + shape}: "
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape "
+                         f"{tree_map(lambda leaf: tuple(leaf.shape), samples)}: "
                          f"{type(exc).__name__}: {exc}") from exc
     dist_inputs = out[0] if isinstance(out, (tuple, list)) and out else out
     if not isinstance(dist_inputs, torch.Tensor) or tuple(dist_inputs.shape) != (2, 2 * act_dim):
@@ -240,10 +245,11 @@ class TorchSquashedGaussian(NumpySquashedGaussian):
     (a module of one's own); ``load_weights`` takes its ``state_dict`` arrays."""
 
     def __init__(self, actor: Any, act_dim: int, low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...],
-                 device: str = "cpu") -> None:
+                 observation_space: Any, device: str = "cpu") -> None:
         super().__init__(obs_dim=0, act_dim=act_dim, hidden_sizes=[], activation="relu", low=low, high=high,
                          action_shape=action_shape)
         self.actor, self.device = actor, device
+        self.obs_space = ObsSpace(observation_space)
 
     def load_weights(self, weights: dict[str, np.ndarray]) -> None:
         from algorithms.shared.torch_policy import load_state_arrays
@@ -251,11 +257,11 @@ class TorchSquashedGaussian(NumpySquashedGaussian):
         load_state_arrays(self.actor, {k: v for k, v in weights.items() if k != "__uniform__"})
         self.uniform = bool(np.asarray(weights["__uniform__"]))
 
-    def mean_log_std(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def mean_log_std(self, obs: Obs) -> tuple[np.ndarray, np.ndarray]:
         import torch
 
         with torch.no_grad():
-            mean, log_std = self.actor(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device))
+            mean, log_std = self.actor(self.obs_space.model_input(to_tensors(obs, self.device)))
         return mean.float().cpu().numpy(), log_std.float().cpu().numpy()
 
 
@@ -264,7 +270,7 @@ def make_torch_squashed_gaussian(model: Any, model_config: dict[str, Any], obser
                                  ) -> TorchSquashedGaussian:
     """What a rollout actor calls to build its copy of an actor of one's own, on CPU."""
     actor = make_module_actor(model, model_config, observation_space, action_space)
-    return TorchSquashedGaussian(actor, act_dim, low, high, action_shape)
+    return TorchSquashedGaussian(actor, act_dim, low, high, action_shape, observation_space)
 
 
 class SACPolicy:
@@ -276,9 +282,16 @@ class SACPolicy:
                  device: str, builtin: bool = True) -> None:
         self.actor, self.critic, self.target, self.log_alpha = actor, critic, target, log_alpha
         self.numpy_kwargs, self.device = numpy_kwargs, device
-        bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape")}
+        self.builtin = builtin
+        self.obs_space = ObsSpace(numpy_kwargs["observation_space"])
+        bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape", "observation_space")}
         self._numpy = (NumpySquashedGaussian(**numpy_kwargs, arrays=self._arrays()) if builtin
                        else TorchSquashedGaussian(actor, **bounds, device=device))
+
+    def actor_input(self, obs: Any) -> Any:
+        """A batch of observations (tensors, the env's dtypes) as the actor takes it: flattened
+        for the built-in MLP, as the model contract says for a module of one's own."""
+        return self.obs_space.flat_torch(obs) if self.builtin else self.obs_space.model_input(obs)
 
     def _arrays(self) -> dict[str, np.ndarray]:
         return {name: p.detach().cpu().numpy() for name, p in self.actor.state_dict().items()}
@@ -321,8 +334,8 @@ class SACPolicy:
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         return self._numpy.act(obs, rng, explore=explore)
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        return np.zeros(len(obs), dtype=np.float32)
+    def value(self, obs: Obs) -> np.ndarray:
+        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,14 +372,13 @@ class SAC(OffPolicyTrainer):
     def _numpy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
         import gymnasium as gym
 
-        from algorithms.shared.rollout import ObsEncoder
-
         if not isinstance(action_space, gym.spaces.Box) or not (
                 np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise ValueError(f"config key 'env': SAC needs a bounded Box action space, this env has {action_space}")
         c = self.cfg  # a model callable builds the actor; the critics are built-in MLPs either way
         sizes = c["model"] if not callable(c["model"]) else {"hidden_sizes": c["hidden_sizes"], "activation": c["activation"]}
-        return {"obs_dim": ObsEncoder(observation_space).dim, "act_dim": int(np.prod(action_space.shape)),
+        return {"obs_dim": ObsSpace(observation_space).flat_dim, "observation_space": observation_space,
+                "act_dim": int(np.prod(action_space.shape)),
                 "hidden_sizes": list(sizes["hidden_sizes"]), "activation": sizes["activation"],
                 "low": action_space.low.reshape(-1).astype(np.float32),
                 "high": action_space.high.reshape(-1).astype(np.float32), "action_shape": tuple(action_space.shape)}
@@ -423,9 +435,13 @@ class SAC(OffPolicyTrainer):
         import torch
 
         policy, optimizers = self.policy, self.optimizers
-        obs, actions = batch["obs"], batch["actions"]
+        actions = batch["actions"]
+        # the critics take the observations flattened, the actor as it reads them
+        obs, next_obs = policy.obs_space.flat_torch(batch["obs"]), policy.obs_space.flat_torch(batch["next_obs"])
+        actor_obs = obs if policy.builtin else policy.actor_input(batch["obs"])
+        actor_next_obs = next_obs if policy.builtin else policy.actor_input(batch["next_obs"])
         # temperature: towards the target entropy (this update's losses use it as it was before)
-        pi_actions, logp = self._sample_actions(obs)
+        pi_actions, logp = self._sample_actions(actor_obs)
         alpha = policy.log_alpha.detach().exp()
         alpha_loss = -(policy.log_alpha * (logp.detach() + self.target_entropy)).mean()
         optimizers["alpha"].zero_grad(set_to_none=True)
@@ -433,8 +449,8 @@ class SAC(OffPolicyTrainer):
         self.optimizer_steps["alpha"]()
         # critics: towards the soft Bellman target of the target critics
         with torch.no_grad():
-            next_actions, next_logp = self._sample_actions(batch["next_obs"])
-            next_q = torch.stack(policy.target(batch["next_obs"], next_actions)).min(0).values
+            next_actions, next_logp = self._sample_actions(actor_next_obs)
+            next_q = torch.stack(policy.target(next_obs, next_actions)).min(0).values
             y = batch["rewards"] + batch["discounts"] * (next_q - alpha * next_logp)
         qs = policy.critic(obs, actions)
         q_losses = [torch.nn.functional.mse_loss(q, y) for q in qs]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from algorithms.fragment import Fragment, TrainBatch
+from algorithms.shared.observations import tree_map
 
 
 def compute_gae(fragment: Fragment, gamma: float, lambda_: float) -> TrainBatch:
@@ -34,9 +35,10 @@ def compute_gae(fragment: Fragment, gamma: float, lambda_: float) -> TrainBatch:
         advantages[t] = last
     mask = valid.reshape(-1)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
+    obs = tree_map(flat, fragment.obs)
     env_steps = int(mask.sum())
     return TrainBatch(
-        obs=flat(fragment.obs), actions=flat(fragment.actions), logp=flat(fragment.logp), values=flat(values),
+        obs=obs, actions=flat(fragment.actions), logp=flat(fragment.logp), values=flat(values),
         advantages=flat(advantages), returns=flat(advantages + values), is_weight=np.ones(env_steps, np.float32),
         episode_returns=fragment.episode_returns, episode_lens=fragment.episode_lens, env_steps=env_steps,
         slots=int(mask.size),

@@ -111,7 +111,8 @@ def _key(config: Mapping[str, Any]) -> str:
     """The env and env config, hashed."""
     env = config["env"]
     name = env if isinstance(env, str) else f"{getattr(env, '__module__', '')}.{getattr(env, '__qualname__', env)}"
-    parts: list[Any] = [name, sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items())]
+    parts: list[Any] = [name, sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items()),
+                        repr(config.get("preprocessing"))]
     return hashlib.sha1(json.dumps(parts, default=repr).encode()).hexdigest()
 
 
@@ -123,7 +124,11 @@ def resolve(config: dict[str, Any], given: Mapping[str, Any]) -> str:
     timing_key = _key(config)
     timing = _timings.get(timing_key)
     if timing is None:
-        timing = _timings[timing_key] = time_env(config["env"], config["env_config"])
+        from algorithms.shared.env_presets import trial_env
+
+        # the env as the trial builds it: preprocessing (Atari's frame skip) changes its step time
+        env = trial_env(config["env"], config["env_config"], config.get("preprocessing"))
+        timing = _timings[timing_key] = time_env(env, config["env_config"])
     cpus = float(ray.cluster_resources().get("CPU", 1.0)) if ray.is_initialized() else 1.0
     decision = choose(timing, config, given, cpus)
     config.update({name: value for name, value in decision.items() if name != "reason"})

@@ -17,7 +17,9 @@ from typing import Any, Mapping
 from schedulers.validation import is_int, is_number
 
 #: The built-in network's options and their defaults.
-MODEL_DEFAULTS: dict[str, Any] = {"hidden_sizes": [64, 64], "activation": "tanh", "shared_layers": False}
+# cnn: the CNN of image observations (algorithms/shared/encoders.py): "auto", "nature" or "small"
+MODEL_DEFAULTS: dict[str, Any] = {"hidden_sizes": [64, 64], "activation": "tanh", "shared_layers": False, "cnn": "auto"}
+CNN_NAMES = ("auto", "nature", "small")
 ACTIVATION_NAMES = ("elu", "relu", "silu", "tanh")
 #: ``optimizer`` names (torch.optim classes) and the keyword arguments each gets by default.
 OPTIMIZERS: dict[str, dict[str, Any]] = {
@@ -64,7 +66,7 @@ def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple
     unknown = sorted(set(model) - set(MODEL_DEFAULTS))
     if unknown:
         _fail("model", f"unknown built-in option(s) {unknown}; allowed: {sorted(MODEL_DEFAULTS)}", dict(model))
-    options = dict(defaults)
+    options = {"cnn": MODEL_DEFAULTS["cnn"], **defaults}
     for key in shorthands:
         if key in given and key in model:
             _fail(key, f"given twice, as '{key}' and as 'model': {{'{key}': ...}}", given[key])
@@ -77,6 +79,8 @@ def resolve_model(c: dict[str, Any], given: Mapping[str, Any], shorthands: tuple
         _fail("activation' / 'model.activation", f"must be one of {list(ACTIVATION_NAMES)}", options["activation"])
     if not isinstance(options["shared_layers"], bool):
         _fail("model.shared_layers", "must be True or False", options["shared_layers"])
+    if options["cnn"] not in CNN_NAMES:
+        _fail("model.cnn", f"must be one of {list(CNN_NAMES)}", options["cnn"])
     options["hidden_sizes"] = [int(s) for s in sizes]
     c["model"] = options
     for key in shorthands:

@@ -4,13 +4,18 @@
 
 * a dict of built-in options: ``hidden_sizes`` (default ``[64, 64]``), ``activation``
   (``"tanh"``, ``"relu"``, ``"elu"``, ``"silu"``), ``shared_layers`` (False: separate policy and
-  value networks, as SB3's and CleanRL's PPO; True: one trunk, two heads);
+  value networks, as SB3's and CleanRL's PPO; True: one trunk, two heads), ``cnn`` (the CNN of
+  image observations, ``algorithms/shared/encoders.py``: "auto", "nature" or "small");
 * a callable ``model(observation_space, action_space, model_config) -> torch.nn.Module``, with
   ``config["model_config"]`` its third argument (RLlib's ``custom_model``, SB3's policy class).
 
 The module's ``forward(obs)`` returns ``(dist_inputs, value)`` for a batch of observations:
-``obs`` is a float32 tensor of shape ``(batch, *observation_space.shape)`` (a Discrete
-observation arrives one-hot; image observations arrive as they are, uint8 values as floats), and
+``obs`` is what the observation space describes, batched, as float32 tensors on the learner's
+device: for a Box a tensor of shape ``(batch, *observation_space.shape)`` (images as they are,
+uint8 values as floats: the observations travel and are stored in the env's dtype, and become
+float only here); for a Discrete its one-hot ``(batch, n)``; for a MultiBinary its bits; for a
+MultiDiscrete its sub-observations' one-hots, concatenated; for a Dict a dict of those by key
+(``obs["image"]``, ``obs["direction"]``); for a Tuple a tuple of them. And
 
 * ``dist_inputs`` of shape ``(batch, k)``: logits for ``Discrete(k)``; the concatenated logits
   of every sub-action for ``MultiDiscrete``; for ``Box`` the Gaussian means then their log-stds
@@ -36,6 +41,14 @@ optimiser around it; the learner may run it on a GPU, rollout actors on CPU with
         return Net()
 
     tune.run("PPO", config={"env": "CartPole-v1", "model": make_my_model, "model_config": {"width": 64}})
+
+For a Dict space ``forward`` gets a dict of tensors (MiniGrid's: ``image`` (batch, 7, 7, 3) with
+uint8 values as floats, ``direction`` one-hot (batch, 4)):
+
+    def forward(self, obs):
+        image = obs["image"].permute(0, 3, 1, 2) / 255.0
+        h = self.trunk(torch.cat([self.conv(image), obs["direction"]], dim=1))
+        return self.pi(h), self.vf(h)
 """
 
 from __future__ import annotations
@@ -44,13 +57,13 @@ import math
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
 from algorithms.shared.activations import ACTIVATION_MODULES as _ACTIVATIONS
 from algorithms.shared.distributions import ActionDistribution
 from algorithms.shared.learner_config import MODEL_DEFAULTS
+from algorithms.shared.observations import ObsSpace, batch_of, flat_input, to_tensors, tree_map
 
 ModelFactory = Callable[[gym.Space, gym.Space, Mapping[str, Any]], nn.Module]
 
@@ -87,14 +100,31 @@ class MLPModel(nn.Module):
         nn.init.orthogonal_(self.pi_head.weight, gain=0.01)
         nn.init.orthogonal_(self.vf_head.weight, gain=1.0)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        flat = obs.reshape(len(obs), -1)
+    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = flat_input(obs)
         h = self.pi_trunk(flat)
         out = self.pi_head(h)
         if self.log_std is not None:
             out = torch.cat([out, self.log_std.expand(len(out), -1)], dim=1)
         value = self.vf_head(h if self.vf_trunk is None else self.vf_trunk(flat))
         return out, value[:, 0]
+
+
+class EncoderModel(nn.Module):
+    """The built-in network for observations with images: the encoder of the space (a CNN per
+    image, the rest flattened: ``algorithms/shared/encoders.py``), shared by policy and value as
+    SB3's ``CnnPolicy``, then :class:`MLPModel` on its features."""
+
+    def __init__(self, observation_space: gym.Space, dist_size: int, hidden_sizes: list[int], activation: str,
+                 shared_layers: bool, free_log_std: int = 0, cnn: str = "auto") -> None:
+        super().__init__()
+        from algorithms.shared.encoders import Encoder
+
+        self.encoder = Encoder(observation_space, cnn)
+        self.mlp = MLPModel(self.encoder.features, dist_size, hidden_sizes, activation, shared_layers, free_log_std)
+
+    def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.mlp(self.encoder(obs))
 
 
 def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
@@ -117,7 +147,12 @@ def build_model(model: Mapping[str, Any] | ModelFactory, model_config: Mapping[s
         return module
     options = {**MODEL_DEFAULTS, **model}
     free_log_std = dist.size // 2 if isinstance(action_space, gym.spaces.Box) else 0
-    return MLPModel(int(np.prod(obs_shape(observation_space))), dist.size, [int(s) for s in options["hidden_sizes"]],
+    from algorithms.shared.encoders import has_image
+
+    if has_image(observation_space):
+        return EncoderModel(observation_space, dist.size, [int(s) for s in options["hidden_sizes"]],
+                            options["activation"], bool(options["shared_layers"]), free_log_std, options["cnn"])
+    return MLPModel(ObsSpace(observation_space).flat_dim, dist.size, [int(s) for s in options["hidden_sizes"]],
                     options["activation"], bool(options["shared_layers"]), free_log_std)
 
 
@@ -125,11 +160,9 @@ def check_model_outputs(module: nn.Module, observation_space: gym.Space, action_
                         dist: ActionDistribution, device: torch.device, model: Any) -> None:
     """Run ``module`` on two observations and raise one ValueError naming ``model`` and the
     expected shapes unless it returns ``(dist_inputs (2, k), value (2,) or (2, 1))``."""
-    from algorithms.shared.rollout import ObsEncoder
-
-    encode = ObsEncoder(observation_space)
-    samples = np.stack([observation_space.sample() for _ in range(2)])
-    obs = torch.from_numpy(encode(samples).reshape((2,) + obs_shape(observation_space))).to(device)
+    space = ObsSpace(observation_space)
+    obs = space.model_input(to_tensors(batch_of(observation_space, [observation_space.sample() for _ in range(2)]), device))
+    shapes = tree_map(lambda leaf: tuple(leaf.shape), obs)
     expected = (f"forward(obs) must return (dist_inputs, value) with dist_inputs of shape (batch, {dist.size}) "
                 f"({dist.layout} for {action_space}) and value of shape (batch,) or (batch, 1)")
     where = f"config key 'model' ({_name(model)})"
@@ -137,7 +170,7 @@ def check_model_outputs(module: nn.Module, observation_space: gym.Space, action_
         with torch.no_grad():
             out = module(obs)
     except Exception as exc:
-        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {tuple(obs.shape)}: "
+        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape {shapes}: "
                          f"{type(exc).__name__}: {exc}") from exc
     if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
         got = type(out).__name__ if not isinstance(out, (tuple, list)) else f"a {len(out)}-tuple"

@@ -24,6 +24,7 @@ import numpy as np
 
 from algorithms.fragment import Fragment
 from algorithms.shared.learner_config import is_builtin, set_lr, to_cpu
+from algorithms.shared.observations import tree_map
 from algorithms.shared.replay_buffer import NStepTransitions, ReplayBuffer
 from algorithms.shared.trainer import DistributedTrainer, check
 from schedulers.validation import is_int, is_number
@@ -121,10 +122,7 @@ class OffPolicyTrainer(DistributedTrainer):
         # ``optimizer.step()`` without torch's per-call profiler range (algorithms/shared/optimizer_step.py)
         self.optimizer_steps = {name: lean_step(optimizer) for name, optimizer in self.optimizers.items()}
         shape, dtype = self.action_spec()
-        from algorithms.shared.rollout import ObsEncoder
-
-        self.buffer = ReplayBuffer(c["replay_buffer_config"]["capacity"], ObsEncoder(self.observation_space).dim,
-                                   shape, dtype)
+        self.buffer = ReplayBuffer(c["replay_buffer_config"]["capacity"], self.observation_space, shape, dtype)
         self._assemble: NStepTransitions | None = None
         self.replay_rng = np.random.default_rng([self.seed, 2])
         self.torch_rng = torch.Generator(device=self.device).manual_seed(self.seed)
@@ -167,7 +165,9 @@ class OffPolicyTrainer(DistributedTrainer):
         import torch
 
         batch = self.buffer.sample(self.cfg["train_batch_size"], self.replay_rng)
-        return {key: torch.from_numpy(value).to(self.device) for key, value in batch.items()}
+        # observations in the env's dtype: each network makes them float on this device
+        return {key: tree_map(lambda value: torch.from_numpy(value).to(self.device), value)
+                for key, value in batch.items()}
 
     # -- state ---------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:
@@ -181,7 +181,8 @@ class OffPolicyTrainer(DistributedTrainer):
             "buffer": None,
         }
         if self.cfg["store_buffer_in_checkpoints"]:
-            state["buffer"] = {key: torch.from_numpy(np.ascontiguousarray(value)) if isinstance(value, np.ndarray) else value
+            state["buffer"] = {key: tree_map(lambda leaf: torch.from_numpy(np.ascontiguousarray(leaf))
+                                             if isinstance(leaf, np.ndarray) else leaf, value)
                                for key, value in self.buffer.state().items()}
         return state
 
@@ -201,7 +202,7 @@ class OffPolicyTrainer(DistributedTrainer):
         if saved_buffer is None:
             self.buffer.clear()
         else:
-            self.buffer.load_state({key: value.numpy() if hasattr(value, "numpy") else value
+            self.buffer.load_state({key: tree_map(lambda leaf: leaf.numpy() if hasattr(leaf, "numpy") else leaf, value)
                                     for key, value in saved_buffer.items()})
         self.apply_lr()
 

@@ -14,7 +14,7 @@ yields n-step transitions.
 :class:`ReplayBuffer` is a ring buffer of those in preallocated numpy arrays (FIFO eviction, as
 SB3's and RLlib's default buffers), sampled uniformly with the learner's generator.
 
-    buffer = ReplayBuffer(capacity=50_000, obs_dim=4, action_shape=(), action_dtype=np.int64)
+    buffer = ReplayBuffer(capacity=50_000, observations=env.observation_space, action_shape=(), action_dtype=np.int64)
     buffer.add(transitions(fragment, gamma=0.99, n_step=1))
     batch = buffer.sample(32, np.random.default_rng(0))   # dict of arrays, 32 rows each
 """
@@ -25,7 +25,10 @@ from typing import Any
 
 import numpy as np
 
+import gymnasium as gym
+
 from algorithms.fragment import TIME_MAJOR, Fragment
+from algorithms.shared.observations import ObsSpace, concat, index, leaves, nbytes, tree_map
 
 FIELDS = ("obs", "actions", "rewards", "next_obs", "discounts")
 
@@ -38,7 +41,8 @@ def transitions(fragment: Fragment, gamma: float, n_step: int = 1, starts: int |
     done = terminated | fragment.truncated
     T = len(valid)
     # obs_after[t] is the observation after step t: the next row, or the fragment's last observation
-    obs_after = np.concatenate([obs[1:], np.asarray(fragment.last_obs, dtype=obs.dtype)[None]])
+    obs_after = tree_map(lambda rows, last: np.concatenate([rows[1:], np.asarray(last, dtype=rows.dtype)[None]]),
+                         obs, fragment.last_obs)
     reward_sum = np.zeros(rewards.shape, dtype=np.float32)
     discount = np.ones(rewards.shape, dtype=np.float32)
     ended = np.zeros(rewards.shape, dtype=bool)  # the transition stopped at an episode's end
@@ -61,14 +65,15 @@ def transitions(fragment: Fragment, gamma: float, n_step: int = 1, starts: int |
     # a terminated episode does not bootstrap
     terminal = terminated[last, np.arange(rewards.shape[1])[None, :]] & ended
     discount = np.where(terminal, 0.0, discount).astype(np.float32)
-    next_obs = obs_after[last, np.arange(rewards.shape[1])[None, :]]
+    envs = np.arange(rewards.shape[1])[None, :]
+    next_obs = tree_map(lambda rows: rows[last, envs], obs_after)
     if starts is not None:
         valid = valid.copy()
         valid[starts:] = False
     mask = valid.reshape(-1)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
-    return {"obs": flat(obs), "actions": flat(fragment.actions), "rewards": flat(reward_sum),
-            "next_obs": flat(next_obs), "discounts": flat(discount)}
+    return {"obs": tree_map(flat, obs), "actions": flat(fragment.actions), "rewards": flat(reward_sum),
+            "next_obs": tree_map(flat, next_obs), "discounts": flat(discount)}
 
 
 class NStepTransitions:
@@ -116,7 +121,7 @@ class NStepTransitions:
 
 def _joined(held: Fragment, fragment: Fragment) -> Fragment:
     """``held``'s rows followed by ``fragment``'s, as one fragment (``fragment``'s end)."""
-    rows = {key: np.concatenate([getattr(held, key), getattr(fragment, key)]) for key in TIME_MAJOR
+    rows = {key: concat([getattr(held, key), getattr(fragment, key)]) for key in TIME_MAJOR
             if getattr(held, key) is not None and getattr(fragment, key) is not None}
     return fragment.replace(**rows)
 
@@ -124,54 +129,68 @@ def _joined(held: Fragment, fragment: Fragment) -> Fragment:
 def _continues(held: Fragment, fragment: Fragment) -> bool:
     """Whether ``fragment`` goes on from where ``held`` ended: same envs, the observation it
     starts from is the one ``held`` ended on."""
-    first = fragment.obs[:1]
-    last = np.asarray(held.last_obs, dtype=first.dtype)[None]
-    return first.shape == last.shape and bool(np.array_equal(first, last))
+    firsts, lasts = leaves(index(fragment.obs, slice(None, 1))), leaves(held.last_obs)
+    return len(firsts) == len(lasts) and all(
+        first.shape == (1,) + np.shape(last) and bool(np.array_equal(first[0], last)) for first, last in zip(firsts, lasts))
 
 
 class ReplayBuffer:
-    """A FIFO ring buffer of transitions, sampled uniformly (see the module docstring)."""
+    """A FIFO ring buffer of transitions, sampled uniformly (see the module docstring).
 
-    def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], action_dtype: Any) -> None:
+    ``observations``: the observation space (each observation kept in its dtype: a uint8 image
+    takes a byte a pixel), or for flat float32 vectors their length. Each transition holds its
+    observation and its next observation, as SB3's default buffer does: 2 x an observation's
+    bytes per transition (:attr:`bytes_per_transition`)."""
+
+    def __init__(self, capacity: int, observations: gym.Space | int, action_shape: tuple[int, ...],
+                 action_dtype: Any) -> None:
         if capacity < 1:
             raise ValueError(f"replay buffer capacity must be >= 1, got {capacity}")
+        space = (gym.spaces.Box(-np.inf, np.inf, (observations,), np.float32) if isinstance(observations, int)
+                 else observations)
+        obs = ObsSpace(space)
         self.capacity = int(capacity)
         self.size = 0
         self._next = 0
-        self.data = {
-            "obs": np.zeros((capacity, obs_dim), dtype=np.float32),
+        self.data: dict[str, Any] = {
+            "obs": obs.empty((capacity,)),
             "actions": np.zeros((capacity,) + tuple(action_shape), dtype=action_dtype),
             "rewards": np.zeros(capacity, dtype=np.float32),
-            "next_obs": np.zeros((capacity, obs_dim), dtype=np.float32),
+            "next_obs": obs.empty((capacity,)),
             "discounts": np.zeros(capacity, dtype=np.float32),
         }
 
     def __len__(self) -> int:
         return self.size
 
-    def add(self, batch: dict[str, np.ndarray]) -> None:
+    @property
+    def bytes_per_transition(self) -> int:
+        """What one stored transition takes (observation, action, reward, next observation, discount)."""
+        return sum(nbytes(index(value, slice(None, 1))) for value in self.data.values())
+
+    def add(self, batch: dict[str, Any]) -> None:
         """Append transitions, overwriting the oldest once full."""
         n = len(batch["rewards"])
         if n > self.capacity:  # only the newest fit
-            batch = {k: v[-self.capacity:] for k, v in batch.items()}
+            batch = {k: index(v, slice(-self.capacity, None)) for k, v in batch.items()}
             n = self.capacity
         idx = (self._next + np.arange(n)) % self.capacity
         for key in FIELDS:
-            self.data[key][idx] = batch[key]
+            tree_map(lambda store, rows: store.__setitem__(idx, rows), self.data[key], batch[key])  # noqa: B023
         self._next = (self._next + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
         """``batch_size`` transitions drawn uniformly, with replacement."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
         idx = rng.integers(0, self.size, size=batch_size)
-        return {key: self.data[key][idx] for key in FIELDS}
+        return {key: index(self.data[key], idx) for key in FIELDS}
 
     def state(self) -> dict[str, Any]:
         """The buffer's content in insertion order (for checkpoints), oldest first."""
         order = (self._next - self.size + np.arange(self.size)) % self.capacity
-        return {"capacity": self.capacity, **{key: self.data[key][order] for key in FIELDS}}
+        return {"capacity": self.capacity, **{key: index(self.data[key], order) for key in FIELDS}}
 
     def clear(self) -> None:
         self.size, self._next = 0, 0
@@ -179,4 +198,4 @@ class ReplayBuffer:
     def load_state(self, state: dict[str, Any]) -> None:
         """Refill from :meth:`state` (the newest ``capacity`` transitions when it held more)."""
         self.clear()
-        self.add({key: np.asarray(state[key]) for key in FIELDS})
+        self.add({key: tree_map(np.asarray, state[key]) for key in FIELDS})

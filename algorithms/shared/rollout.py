@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from algorithms.fragment import Fragment, RolloutPolicy
+from algorithms.shared.observations import ObsSpace, stack, tree_map
 from algorithms.shared.vector_env import SerialVectorEnv
 
 EnvCreator = Callable[[Mapping[str, Any]], gym.Env]
@@ -113,32 +114,6 @@ def make_vector_env(
         envs.close()
         raise ValueError(f"env {env!r}: vector env autoreset mode {mode} is not supported (NEXT_STEP is)")
     return envs
-
-
-class ObsEncoder:
-    """Observations as a flat float32 matrix (one row per env): Box flattened, Discrete one-hot."""
-
-    def __init__(self, space: gym.Space) -> None:
-        if isinstance(space, gym.spaces.Box):
-            self.dim = int(np.prod(space.shape))
-            self._n = 0
-        elif isinstance(space, gym.spaces.Discrete):
-            self.dim = int(space.n)
-            self._n = int(space.n)
-            self._start = int(space.start)
-        else:
-            raise ValueError(f"observation space {space} is not supported (Box or Discrete are)")
-        #: Observations already come as (num_envs, dim) float32: nothing to do (CartPole, ...).
-        self.identity = (
-            isinstance(space, gym.spaces.Box) and space.dtype == np.float32 and len(space.shape) == 1
-        )
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        if self._n:
-            out = np.zeros((len(obs), self._n), dtype=np.float32)
-            out[np.arange(len(obs)), np.asarray(obs, dtype=np.int64) - self._start] = 1.0
-            return out
-        return np.asarray(obs, dtype=np.float32).reshape(len(obs), self.dim)
 
 
 def env_spaces(env: str | EnvCreator, env_config: Mapping[str, Any]) -> tuple[gym.Space, gym.Space]:
@@ -242,7 +217,7 @@ class RolloutWorker:
             self.envs = make_vector_env(env, env_config, num_envs, worker_index)
             self._env_key = env_key
         self.num_envs = num_envs
-        self.encode = ObsEncoder(self.envs.single_observation_space)
+        self.obs_space = ObsSpace(self.envs.single_observation_space)
         self._shares_policy = policy is not None  # the learner's own: its fragments are always current
         self.policy: RolloutPolicy = policy if policy is not None else policy_factory(**policy_kwargs)
         bind_worker = getattr(self.policy, "bind_worker", None)
@@ -254,7 +229,7 @@ class RolloutWorker:
         self.rng = np.random.default_rng(None if seed is None else [seed, worker_index])
         env_seed = None if seed is None else (seed * 1_000_003 + worker_index * 10_007) % 2**31
         obs, _ = self.envs.reset(seed=env_seed)  # a vector env seeds its env i with env_seed + i
-        self.obs = self.encode(obs)
+        self.obs = self.obs_space.stored(obs)
         self.prev_done = np.zeros(num_envs, dtype=bool)  # env i resets at its next step
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
@@ -320,8 +295,8 @@ class RolloutWorker:
         self._raise_configure_error()
         if weights_version != self.weights_version:
             self.set_weights(weights_version, _unbox(weights_box))
-        envs, policy, encode, rng, lock = self.envs, self.policy, self.encode, self.rng, self._lock
-        identity = encode.identity
+        envs, policy, rng, lock = self.envs, self.policy, self.rng, self._lock
+        stored = self.obs_space.stored
         policy.begin_fragment()
         with lock:
             self._taken_at = time.perf_counter()
@@ -337,7 +312,7 @@ class RolloutWorker:
             env_actions, actions, logp, values = policy.act(obs, rng)
             next_obs, rewards, terminated, truncated, _ = envs.step(env_actions)
             # Kept until taken: copies, as a vector env may hand out its own buffers every step.
-            next_obs = encode(next_obs) if not identity else np.array(next_obs)
+            next_obs = stored(next_obs)
             rewards, terminated, truncated = np.array(rewards), np.array(terminated), np.array(truncated)
             with lock:  # a step and the observation after it are taken together or not at all
                 self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version))
@@ -359,7 +334,9 @@ class RolloutWorker:
         self._new_fragment = True
         if not steps:
             return None
-        obs, actions, logp, values, rewards, terminated, truncated, versions = (np.stack(column) for column in zip(*steps))
+        obs_rows, *columns = zip(*steps)
+        obs = stack(list(obs_rows))
+        actions, logp, values, rewards, terminated, truncated, versions = (np.stack(column) for column in columns)
         done = terminated | truncated
         valid = np.empty(done.shape, dtype=bool)
         valid[0] = ~self.prev_done
@@ -367,7 +344,7 @@ class RolloutWorker:
         self.prev_done = done[-1].copy()
         returns, lens = self._episode_stats(rewards, valid, done)
         return Fragment(
-            obs=obs.astype(np.float32, copy=False), actions=actions, logp=logp.astype(np.float32, copy=False),
+            obs=obs, actions=actions, logp=logp.astype(np.float32, copy=False),
             values=values.astype(np.float32, copy=False), rewards=rewards.astype(np.float32, copy=False),
             terminated=terminated, truncated=truncated, valid=valid, last_obs=last_obs, last_values=None,
             episode_returns=returns, episode_lens=lens, sample_time_s=self._taken_at - taken_at,
@@ -387,28 +364,32 @@ class RolloutWorker:
         episode bookkeeping is then behind its envs, and it is configured anew before it samples
         again (an abort only ever comes when its trainer stops)."""
         N = self.num_envs
-        envs, policy, encode, rng = self.envs, self.policy, self.encode, self.rng
-        obs_buf = np.empty((T, N, encode.dim), dtype=np.float32)
+        envs, policy, rng = self.envs, self.policy, self.rng
+        space = self.obs_space
+        obs_buf: Any = space.empty((T, N))
         logp_buf = np.empty((T, N), dtype=np.float32)
         value_buf = np.empty((T, N), dtype=np.float32)
         reward_buf = np.empty((T, N), dtype=np.float32)
         term_buf = np.empty((T, N), dtype=bool)
         trunc_buf = np.empty((T, N), dtype=bool)
         actions_buf: np.ndarray | None = None
-        obs, identity = self.obs, encode.identity
+        obs = self.obs
+        one_array = isinstance(obs_buf, np.ndarray)
         policy.begin_fragment()
         # The hot loop: one policy call and one vector-env step per iteration, nothing else.
         for t in range(T):
             if request is not None and request <= self._abort_upto:
                 return None
-            obs_buf[t] = obs
+            if one_array:
+                obs_buf[t] = obs
+            else:
+                tree_map(lambda buf, leaf: buf.__setitem__(t, leaf), obs_buf, obs)  # noqa: B023 - used at once
             env_actions, actions, logp_buf[t], value_buf[t] = policy.act(obs, rng)
             if actions_buf is None:
                 actions_buf = np.empty((T,) + actions.shape, dtype=actions.dtype)
             actions_buf[t] = actions
             obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
-            if not identity:
-                obs = encode(obs)
+        obs = space.stored(obs)  # the last one, kept: the env may reuse its buffer
         last_values = policy.value(obs)  # V(last obs): bootstrap at the fragment's end
         self.obs = obs
         done = term_buf | trunc_buf

@@ -19,7 +19,8 @@ import torch
 from torch import nn
 
 from algorithms.shared.distributions import action_distribution
-from algorithms.shared.models import ModelFactory, build_model, check_model_outputs, obs_shape
+from algorithms.shared.models import ModelFactory, build_model, check_model_outputs
+from algorithms.shared.observations import Obs, ObsSpace, to_tensors
 
 
 class TorchPolicy:
@@ -33,7 +34,7 @@ class TorchPolicy:
                  device: str | torch.device = "cpu", model: Any = None) -> None:
         self.module = module
         self.dist = action_distribution(action_space)
-        self.obs_shape = obs_shape(observation_space)
+        self.obs_space = ObsSpace(observation_space)
         self.device = torch.device(device)
         module.to(self.device)
         check_model_outputs(module, observation_space, action_space, self.dist, self.device,
@@ -49,16 +50,17 @@ class TorchPolicy:
     def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
         self.module.load_state_dict(state)
 
-    def _forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(dist_inputs, values of shape (batch,)) for flat encoded observations (batch, dim)."""
-        dist_inputs, value = self.module(obs.reshape((len(obs),) + self.obs_shape))
-        return dist_inputs, value.reshape(len(obs))
+    def _forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """(dist_inputs, values of shape (batch,)) for a batch of observations as the env gave
+        them, as tensors on the policy's device (made float here: see ``ObsSpace.model_input``)."""
+        dist_inputs, value = self.module(self.obs_space.model_input(obs))
+        return dist_inputs, value.reshape(len(dist_inputs))
 
     def actions_tensor(self, columns: torch.Tensor) -> torch.Tensor:
         """A train batch's action columns (float, (B, k)) as :meth:`evaluate` takes them."""
         return self.dist.actions_tensor(columns)
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor,
+    def evaluate(self, obs: Any, actions: torch.Tensor,
                  with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """(log pi(actions | obs), entropy or None, V(obs)), differentiable, on the policy's device."""
         dist_inputs, values = self._forward(obs)
@@ -66,22 +68,22 @@ class TorchPolicy:
         return self.dist.logp(dist_inputs, actions), entropy, values
 
     # -- the rollout side: numpy in, numpy out -------------------------------------------------
-    def _outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _outputs(self, obs: Obs) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
-            dist_inputs, values = self._forward(torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device))
+            dist_inputs, values = self._forward(to_tensors(obs, self.device))
         return dist_inputs.float().cpu().numpy(), values.float().cpu().numpy()
 
     def begin_fragment(self) -> None:
         """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
 
-    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
+    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(env actions, actions, log-probabilities, values) for a batch of encoded observations."""
+        """(env actions, actions, log-probabilities, values) for a batch of observations."""
         dist_inputs, values = self._outputs(obs)
         env_actions, actions, logp = self.dist.sample(dist_inputs, rng, explore)
         return env_actions, actions, logp, values
 
-    def value(self, obs: np.ndarray) -> np.ndarray:
+    def value(self, obs: Obs) -> np.ndarray:
         return self._outputs(obs)[1]
 
     def get_weights(self) -> dict[str, np.ndarray]:

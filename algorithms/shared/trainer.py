@@ -35,10 +35,10 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
-from algorithms.shared import layout
+from algorithms.shared import env_presets, layout
 from algorithms.fragment import Fragment, TrainBatch
 from algorithms.shared.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
-from algorithms.shared.rollout import EnvCreator, EpisodeWindow, env_spaces, resolve_env
+from algorithms.shared.rollout import EnvCreator, EpisodeWindow, env_spaces, lookup_env_creator
 from algorithms.shared.worker_group import WorkerGroup, cores_here
 from schedulers.validation import is_int, is_number, is_seed
 from tuner.trainable.trainable import Trainable
@@ -48,11 +48,14 @@ from tuner.trainable.trainable import Trainable
 class ResolvedTrial:
     """A trial's config as the driver resolved it (``DistributedTrainer.prepare_trial``), carried
     to the trial's actor with the trial: the config it was given, the full config (defaults, the
-    sampling layout) and the env (a gymnasium id, or the creator registered under its name)."""
+    sampling layout), the env (a gymnasium id, the creator registered under its name, or the
+    creator ``preprocessing`` made) and its spaces (checked: a space no trainer takes fails here)."""
 
     given: Mapping[str, Any]
     config: dict[str, Any]
     env: str | EnvCreator
+    observation_space: Any
+    action_space: Any
 
 
 STATE_FILE = "trainer_state.pt"
@@ -63,6 +66,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
     "env": None,
     "env_config": {},  # keyword arguments of gym.make, or the creator's argument
+    # the env's usual wrappers: "auto" (Atari: Nature DQN frames; MiniGrid: mission dropped), None, or
+    # a dict of options (algorithms/shared/env_presets.py)
+    "preprocessing": "auto",
     # rollout actors; 0: sample in the learner's process; "auto": decided from a timing of the env
     # (algorithms/shared/layout.py), which then also sets num_envs_per_worker, sample_async, num_cpus_per_worker
     "num_workers": 0,
@@ -126,7 +132,7 @@ class DistributedTrainer(Trainable):
     _aliases: ClassVar[dict[str, str]] = {}
     #: Keys whose change needs a new trainer (new actors, new network): reset_config returns False.
     _rebuild_keys: ClassVar[tuple[str, ...]] = (
-        "env", "env_config", "num_workers", "num_envs_per_worker", "sample_async", "seed",
+        "env", "env_config", "preprocessing", "num_workers", "num_envs_per_worker", "sample_async", "seed",
         "num_cpus_for_learner", "num_cpus_per_worker", "num_gpus_for_learner", "model", "model_config",
         "optimizer", "optimizer_config",
     )
@@ -169,6 +175,7 @@ class DistributedTrainer(Trainable):
         check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
               "algorithms.register_env, or a creator function", env)
         check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
+        env_presets.check_preprocessing(c["preprocessing"])
         check(c["num_workers"] == "auto" or (is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
               "must be an int >= 0 or 'auto'", c["num_workers"])
         check(is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
@@ -209,9 +216,14 @@ class DistributedTrainer(Trainable):
     @classmethod
     def prepare_trial(cls, config: Mapping[str, Any]) -> ResolvedTrial:
         """The trial's config resolved in the driver (see ``Trainable.prepare_trial``): its
-        layout decided and its env's creator looked up there, where it was registered."""
+        layout decided, its env's creator looked up there (where it was registered) and wrapped
+        per ``preprocessing``, and its observation space checked before anything samples."""
         resolved = cls.resolve_config(config)
-        return ResolvedTrial(given=dict(config), config=resolved, env=resolve_env(resolved["env"]))
+        env = env_presets.trial_env(resolved["env"], resolved["env_config"], resolved["preprocessing"])
+        observation_space, action_space = _spaces(resolved, env)
+        env_presets.check_observation_space(observation_space, resolved["env"])
+        return ResolvedTrial(given=dict(config), config=resolved, env=env,
+                             observation_space=observation_space, action_space=action_space)
 
     def _resolved(self, config: Mapping[str, Any] | None) -> ResolvedTrial:
         """``config`` as the driver resolved it for this trial, or resolved here (outside a
@@ -289,7 +301,7 @@ class DistributedTrainer(Trainable):
             c["seed"] = int(entropy % (2**31))
         self.seed = int(c["seed"])
         self.env = resolved.env
-        self.observation_space, self.action_space = env_spaces(self.env, c["env_config"])
+        self.observation_space, self.action_space = resolved.observation_space, resolved.action_space
         self.env_steps_total = 0
         self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
         self._layout = sampling_layout(c)
@@ -492,15 +504,38 @@ class DistributedTrainer(Trainable):
     # -- inference ---------------------------------------------------------------------------
     def compute_actions(self, obs: Any, explore: bool = True, seed: int | None = None) -> np.ndarray:
         """Actions of the current policy for a batch of observations (for the env, clipped)."""
-        from algorithms.shared.rollout import ObsEncoder
+        from algorithms.shared.observations import ObsSpace
 
-        encoded = ObsEncoder(self.observation_space)(np.asarray(obs))
+        batch = ObsSpace(self.observation_space).stored(obs)
         rng = np.random.default_rng(seed)
-        env_actions, _, _, _ = self.policy.act(encoded, rng, explore=explore, new_noise=True)
+        env_actions, _, _, _ = self.policy.act(batch, rng, explore=explore, new_noise=True)
         return env_actions
 
     def compute_single_action(self, obs: Any, explore: bool = True, seed: int | None = None) -> Any:
-        return self.compute_actions(np.asarray(obs)[None], explore=explore, seed=seed)[0]
+        from algorithms.shared.observations import batch_of
+
+        return self.compute_actions(batch_of(self.observation_space, [obs]), explore=explore, seed=seed)[0]
+
+
+#: The spaces of the envs this process resolved, by env, env_config and preprocessing: the driver
+#: resolves each trial's config more than once, and a sweep's trials mostly share their env.
+_env_spaces: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+
+def _spaces(config: Mapping[str, Any], env: str | EnvCreator) -> tuple[Any, Any]:
+    """The single-env (observation, action) spaces of the resolved ``env``, from one env built here."""
+    given = config["env"]
+    registered = lookup_env_creator(given) if isinstance(given, str) else None
+    key = (given, registered, repr(config["preprocessing"]),
+           repr(sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items())))
+    try:
+        cached = _env_spaces.get(key)
+    except TypeError:  # an unhashable creator: not cached
+        return env_spaces(env, config["env_config"])
+    if cached is None:
+        cached = _env_spaces[key] = env_spaces(env, config["env_config"])
+    # copies: a space carries its own sampling generator, which trainers must not share
+    return copy.deepcopy(cached)
 
 
 def _differs(a: Any, b: Any) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 
 class SerialVectorEnv(gym.vector.VectorEnv):
@@ -45,6 +45,8 @@ class SerialVectorEnv(gym.vector.VectorEnv):
         self.metadata = {**getattr(first, "metadata", {}), "autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
         self.render_mode = first.render_mode
         self._obs_dtype = self.observation_space.dtype
+        # Dict and Tuple observations batch key by key (a dict of arrays); the others as one array.
+        self._composite = isinstance(first.observation_space, (gym.spaces.Dict, gym.spaces.Tuple))
         self._autoreset = [False] * self.num_envs
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -57,7 +59,7 @@ class SerialVectorEnv(gym.vector.VectorEnv):
                 raise ValueError(f"reset: {len(seeds)} seeds for {self.num_envs} envs")
         obs = [env.reset(seed=s, options=options)[0] for env, s in zip(self.envs, seeds)]
         self._autoreset = [False] * self.num_envs
-        return np.asarray(obs, dtype=self._obs_dtype), {}
+        return self._batch(obs), {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
@@ -73,7 +75,14 @@ class SerialVectorEnv(gym.vector.VectorEnv):
             else:
                 obs[i], rewards[i], terminated[i], truncated[i], _ = env.step(actions[i])
                 autoreset[i] = bool(terminated[i] or truncated[i])
-        return np.asarray(obs, dtype=self._obs_dtype), rewards, terminated, truncated, {}
+        return self._batch(obs), rewards, terminated, truncated, {}
+
+    def _batch(self, obs: list[Any]) -> Any:
+        if self._composite:
+            space = self.single_observation_space
+            out: Any = create_empty_array(space, self.num_envs)
+            return concatenate(space, obs, out)
+        return np.asarray(obs, dtype=self._obs_dtype)
 
     def close_extras(self, **kwargs: Any) -> None:
         for env in self.envs:

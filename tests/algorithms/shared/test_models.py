@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from algorithms.shared.observations import batch_of, to_tensors
 from algorithms import PPO, register_env
 from schedulers import PopulationBasedTraining
 from tuner import tune
@@ -185,11 +186,13 @@ def test_rollout_log_probs_and_values_match_the_learner(env, model, model_config
     try:
         trainer.train()
         policy = trainer.policy
-        obs = np.random.default_rng(0).normal(size=(32,) + policy.obs_shape).astype(np.float32).reshape(32, -1)
+        observation_space = trainer.observation_space
+        observation_space.seed(0)
+        obs = batch_of(observation_space, [observation_space.sample() for _ in range(32)])  # as envs give them
         env_actions, actions, logp, values = policy.act(obs, np.random.default_rng(1))
         columns = torch.from_numpy(np.asarray(actions, dtype=np.float32).reshape(32, -1))
         with torch.no_grad():
-            torch_logp, entropy, torch_values = policy.evaluate(torch.from_numpy(obs), policy.actions_tensor(columns))
+            torch_logp, entropy, torch_values = policy.evaluate(to_tensors(obs, "cpu"), policy.actions_tensor(columns))
         np.testing.assert_allclose(torch_logp.numpy(), logp, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(torch_values.numpy(), values, rtol=1e-4, atol=1e-4)
         assert entropy.shape == (32,)

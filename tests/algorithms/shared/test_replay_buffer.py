@@ -72,7 +72,7 @@ def test_a_terminated_step_does_not_bootstrap_and_a_truncated_one_does_from_its_
 
 
 def test_the_ring_buffer_evicts_the_oldest_and_its_state_round_trips():
-    buffer = ReplayBuffer(capacity=5, obs_dim=1, action_shape=(), action_dtype=np.int64)
+    buffer = ReplayBuffer(capacity=5, observations=1, action_shape=(), action_dtype=np.int64)
     batch = lambda lo, hi: {"obs": np.arange(lo, hi, dtype=np.float32)[:, None],  # noqa: E731
                             "actions": np.arange(lo, hi), "rewards": np.arange(lo, hi, dtype=np.float32),
                             "next_obs": np.zeros((hi - lo, 1), np.float32), "discounts": np.ones(hi - lo, np.float32)}
@@ -81,13 +81,13 @@ def test_the_ring_buffer_evicts_the_oldest_and_its_state_round_trips():
     assert len(buffer) == 5
     state = buffer.state()
     assert state["actions"].tolist() == [2, 3, 4, 5, 6]  # oldest first, 0 and 1 evicted
-    restored = ReplayBuffer(capacity=5, obs_dim=1, action_shape=(), action_dtype=np.int64)
+    restored = ReplayBuffer(capacity=5, observations=1, action_shape=(), action_dtype=np.int64)
     restored.load_state(state)
     assert restored.state()["actions"].tolist() == [2, 3, 4, 5, 6]
     sample = restored.sample(64, np.random.default_rng(0))
     assert set(sample["actions"].tolist()) == {2, 3, 4, 5, 6}
     with pytest.raises(ValueError, match="empty"):
-        ReplayBuffer(capacity=2, obs_dim=1, action_shape=(), action_dtype=np.int64).sample(1, np.random.default_rng(0))
+        ReplayBuffer(capacity=2, observations=1, action_shape=(), action_dtype=np.int64).sample(1, np.random.default_rng(0))
 
 
 def _rows(f, start, stop, last_obs):
