@@ -99,23 +99,46 @@ def make_actor(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: 
     return Actor()
 
 
-def make_critic(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str, twin: bool) -> Any:
-    """One or two Q(s, a) MLPs on the observation and the squashed action, concatenated."""
+def make_critic(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str, twin: bool,
+                observation_space: Any = None, cnn: str = "auto") -> Any:
+    """One or two Q(s, a) MLPs on the observation and the squashed action, concatenated. With an
+    ``observation_space`` (one with images), the observation goes through the space's encoder
+    first (a CNN per image: ``algorithms/shared/encoders.py``), shared by the Q heads, and the
+    critic takes observations as ``ObsSpace.model_input`` gives them; else flattened."""
     import torch
     from torch import nn
+
+    from algorithms.shared.encoders import Encoder
 
     class Critic(nn.Module):
         def __init__(self) -> None:
             super().__init__()
+            self.encoder = Encoder(observation_space, cnn) if observation_space is not None else None
+            width = self.encoder.features if self.encoder is not None else obs_dim
             self.qs = nn.ModuleList(
-                nn.Sequential(_mlp(obs_dim + act_dim, hidden_sizes, activation), nn.Linear(hidden_sizes[-1], 1))
+                nn.Sequential(_mlp(width + act_dim, hidden_sizes, activation), nn.Linear(hidden_sizes[-1], 1))
                 for _ in range(2 if twin else 1))
 
-        def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> list[torch.Tensor]:
-            x = torch.cat([obs, actions], dim=-1)
+        def forward(self, obs: Any, actions: torch.Tensor) -> list[torch.Tensor]:
+            features = self.encoder(obs) if self.encoder is not None else obs
+            x = torch.cat([features, actions], dim=-1)
             return [q(x)[:, 0] for q in self.qs]
 
     return Critic()
+
+
+def image_actor_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
+    """The built-in actor for observations with images, as a module of the model contract
+    (rollout actors run it in torch): the space's encoder, an MLP, and the pre-squash Gaussian's
+    means and log stds (``dist_inputs``)."""
+    from torch import nn
+
+    from algorithms.shared.encoders import Encoder
+
+    encoder = Encoder(observation_space, model_config["cnn"])
+    act_dim = int(np.prod(action_space.shape))
+    body = _mlp(encoder.features, list(model_config["hidden_sizes"]), model_config["activation"])
+    return nn.Sequential(encoder, body, nn.Linear(model_config["hidden_sizes"][-1], 2 * act_dim))
 
 
 def squashed_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -284,9 +307,17 @@ class SACPolicy:
         self.numpy_kwargs, self.device = numpy_kwargs, device
         self.builtin = builtin
         self.obs_space = ObsSpace(numpy_kwargs["observation_space"])
+        from algorithms.shared.encoders import has_image
+
+        self.image_critics = has_image(numpy_kwargs["observation_space"])
         bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape", "observation_space")}
         self._numpy = (NumpySquashedGaussian(**numpy_kwargs, arrays=self._arrays()) if builtin
                        else TorchSquashedGaussian(actor, **bounds, device=device))
+
+    def critic_input(self, obs: Any) -> Any:
+        """A batch of observations as the critics take it: as the model contract gives it when
+        they encode images, else flattened."""
+        return self.obs_space.model_input(obs) if self.image_critics else self.obs_space.flat_torch(obs)
 
     def actor_input(self, obs: Any) -> Any:
         """A batch of observations (tensors, the env's dtypes) as the actor takes it: flattened
@@ -386,24 +417,35 @@ class SAC(OffPolicyTrainer):
     def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
         import torch
 
+        from algorithms.shared.encoders import has_image
+
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)
         sizes = dict(obs_dim=kwargs["obs_dim"], act_dim=kwargs["act_dim"], hidden_sizes=kwargs["hidden_sizes"],
                      activation=kwargs["activation"])
+        model, model_config = c["model"], dict(c["model_config"])
+        cnn = model["cnn"] if not callable(model) else "auto"
+        images = has_image(observation_space)
+        if not callable(model) and images:  # a CNN: the module path, in torch everywhere
+            model, model_config = image_actor_model, {"hidden_sizes": sizes["hidden_sizes"],
+                                                      "activation": sizes["activation"], "cnn": cnn}
+        # critics on images get the space's encoder (and observations as the model contract gives them)
+        critic_sizes = {**sizes, "twin": c["twin_q"], "observation_space": observation_space if images else None,
+                        "cnn": cnn}
         with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
             torch.manual_seed(self.seed)
-            if callable(c["model"]):
-                actor = make_module_actor(c["model"], c["model_config"], observation_space, action_space).to(self.device)
+            if callable(model):
+                actor = make_module_actor(model, model_config, observation_space, action_space).to(self.device)
             else:
                 actor = make_actor(**sizes).to(self.device)
-            critic = make_critic(**sizes, twin=c["twin_q"]).to(self.device)
-        target = make_critic(**sizes, twin=c["twin_q"]).to(self.device)
+            critic = make_critic(**critic_sizes).to(self.device)
+        target = make_critic(**critic_sizes).to(self.device)
         target.load_state_dict(critic.state_dict())
         target.requires_grad_(False)
         log_alpha = torch.tensor(math.log(c["initial_alpha"]), device=self.device, requires_grad=True)
         self.target_entropy = -float(kwargs["act_dim"]) if c["target_entropy"] == "auto" else float(c["target_entropy"])
-        if callable(c["model"]):
-            factory_kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+        if callable(model):
+            factory_kwargs = {"model": model, "model_config": model_config,
                               "observation_space": observation_space, "action_space": action_space,
                               **{k: kwargs[k] for k in ("act_dim", "low", "high", "action_shape")}}
             policy = SACPolicy(actor, critic, target, log_alpha, kwargs, str(self.device), builtin=False)
@@ -436,8 +478,8 @@ class SAC(OffPolicyTrainer):
 
         policy, optimizers = self.policy, self.optimizers
         actions = batch["actions"]
-        # the critics take the observations flattened, the actor as it reads them
-        obs, next_obs = policy.obs_space.flat_torch(batch["obs"]), policy.obs_space.flat_torch(batch["next_obs"])
+        # the observations as the critics read them, and as the actor does
+        obs, next_obs = policy.critic_input(batch["obs"]), policy.critic_input(batch["next_obs"])
         actor_obs = obs if policy.builtin else policy.actor_input(batch["obs"])
         actor_next_obs = next_obs if policy.builtin else policy.actor_input(batch["next_obs"])
         # temperature: towards the target entropy (this update's losses use it as it was before)

@@ -188,15 +188,20 @@ def test_a_dict_encodes_each_key_and_concatenates():
 def test_the_built_in_models_take_a_cnn_for_images_and_the_fast_paths_otherwise():
     from algorithms.shared.models import EncoderModel
 
+    from algorithms.shared.encoders import Encoder
+
     ppo = PPO(config=_config("PPO", "dict"))
     dqn = DQN(config=_config("DQN", "image"))
+    sac = SAC(config=_config("SAC", "dict"))
     flat = PPO(config=_config("PPO", "multidiscrete"))
     try:
         assert isinstance(ppo.policy.module, EncoderModel) and ppo.learner_name == "torch"
-        assert dqn.policy.numpy_kwargs is None and isinstance(dqn.policy.network[0], torch.nn.Module)
+        assert dqn.policy.numpy_kwargs is None and isinstance(dqn.policy.network[0], Encoder)
+        assert not sac.policy.builtin and isinstance(sac.policy.critic.encoder, Encoder)
+        assert isinstance(sac.policy.actor.module[0], Encoder)
         assert flat.learner_name == "numpy"  # flat spaces keep the numpy fast path
     finally:
-        for algo in (ppo, dqn, flat):
+        for algo in (ppo, dqn, sac, flat):
             algo.stop()
 
 
