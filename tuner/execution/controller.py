@@ -403,6 +403,7 @@ class Controller:
             checkpoint_path=trial.checkpoint_path,
             checkpoint_freq=0 if self._is_function else self._checkpoint_freq,
             reapply_config=reapply_config,
+            progress=trial.own_progress if trial.checkpoint_path else None,
         )
         # A reused actor already holds the class: the rest packs into one cheap argument.
         packed = pack(run_args) if slot.has_trainable else None
@@ -471,6 +472,8 @@ class Controller:
             self._experiment_id, trial.trial_id, donor.trial_id, trial.iteration, trial.config, new_config,
             donor.checkpoint_path,
         )
+        time_total = float((trial.last_result or {}).get("time_total_s", 0.0))
+        trial.own_progress = (trial.iteration, time_total)
         trial.config = new_config
         trial.checkpoint_path = donor.checkpoint_path
         self._store.update_trial(
@@ -662,6 +665,7 @@ class Controller:
         # covers, or a resume from it would leave a gap in the trial's curve.
         self._flush_results()
         trial.checkpoint_path = path
+        trial.own_progress = None  # its own checkpoint now, with its own iteration
         self._store.update_trial(trial.trial_id, checkpoint_path=path)
         self._checkpoints.register(trial.trial_id, path, trial.iteration, trial.last_result,
                                    protected=lambda: self._checkpoint_paths(but=None))

@@ -100,15 +100,29 @@ def load_sweep(
         )
         trials.append(trial)
     by_id: dict[str | None, Trial] = {t.trial_id: t for t in trials}
+    # A trial whose checkpoint on record is still the donor's of its last exploit goes on from
+    # its own iteration (and time) when restored from it, as it would have without the kill.
+    exploited: dict[str, dict[str, Any]] = {}
+    for row in store.exploits(experiment_id):  # oldest first: the last one per trial wins
+        exploited[row["trial_id"]] = row
+    times: dict[tuple[str, int], float] = {}
     replay = []
     for result in store.results(experiment_id):
         owner = by_id.get(result.get("trial_id"))
         if owner is None:
             continue
+        taken = exploited.get(owner.trial_id)
+        if taken is not None and result["training_iteration"] == taken["iteration"]:
+            times[(owner.trial_id, taken["iteration"])] = float(result.get("time_total_s", 0.0))
         if owner.last_result is None or result["training_iteration"] >= owner.iteration:
             owner.last_result = result  # the latest stored result is the trial's last one
         if result["training_iteration"] > seen.get(owner.trial_id, 0):
             replay.append((owner, result))
+    for trial in trials:
+        last_exploit = exploited.get(trial.trial_id)
+        if last_exploit is not None and trial.checkpoint_path and last_exploit["checkpoint_path"] == trial.checkpoint_path:
+            iteration = int(last_exploit["iteration"])
+            trial.own_progress = (iteration, times.get((trial.trial_id, iteration), 0.0))
     replay.sort(key=lambda item: item[1].get("timestamp", 0.0))
     return StoredSweep(
         trials=trials,

@@ -27,6 +27,10 @@ class Trial:
     num_failures: int = 0
     error: str | None = None
     checkpoint_path: str | None = None
+    #: (iteration, time_total_s) the trial had when it took a donor's checkpoint (a PBT exploit),
+    #: until it saves one of its own: a start from the donor's checkpoint sets them back, so the
+    #: trial's curve goes on from its own iteration, not the donor's.
+    own_progress: tuple[int, float] | None = None
     #: The scheduler's and stopper's view of the last result (nested keys flattened with '/').
     last_flat_result: dict[str, Any] | None = None
     #: What ``trial_name_creator`` and ``trial_dirname_creator`` made of the trial, if given.

@@ -58,11 +58,14 @@ class TrialActor:
         checkpoint_path: str | None = None,
         checkpoint_freq: int = 0,
         reapply_config: bool = False,
+        progress: tuple[int, float] | None = None,
     ) -> None:
         """Build the trainable for a trial (after cleaning up the previous one), restoring if asked.
 
         With ``reapply_config`` (a PBT exploit of a paused trial) the config is offered to
-        ``reset_config`` after the restore, so it wins over what the checkpoint held.
+        ``reset_config`` after the restore, so it wins over what the checkpoint held. With
+        ``progress`` (the checkpoint is a donor's) the trial's own iteration and time are set
+        back after the restore.
         """
         self._stop_trainable()
         began = time.perf_counter()
@@ -75,6 +78,8 @@ class TrialActor:
                 self._trainable.restore(checkpoint_path)
                 if reapply_config:
                     self._trainable.reset_config(dict(config))
+                if progress is not None:
+                    self._trainable.set_progress(*progress)
         except BaseException as exc:  # noqa: BLE001
             self._trainable = None
             self._start_error = _format(exc)
@@ -90,6 +95,7 @@ class TrialActor:
         checkpoint_path: str | None = None,
         checkpoint_freq: int = 0,
         reapply_config: bool = False,
+        progress: tuple[int, float] | None = None,
     ) -> RunReply:
         """Run iterations and return their reports, in order (``start`` first when given a class).
 
@@ -112,7 +118,7 @@ class TrialActor:
                 self._trainable_cls = trainable_cls  # sent once per actor, then reused
             if self._trainable_cls is None:
                 raise TrialError("run() was given a config but this actor has no trainable class yet")
-            self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq, reapply_config)
+            self.start(self._trainable_cls, config, info, checkpoint_path, checkpoint_freq, reapply_config, progress)
         began = time.monotonic()
         deadline = began + window_s
         function = self._trainable if isinstance(self._trainable, FunctionTrainable) else None
