@@ -22,6 +22,10 @@ SPACES = {
                              "speed": gym.spaces.Box(-2.0, 2.0, (2,), np.float64)}),
     "tuple": gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(0.0, 1.0, (2,), np.float32))),
 }
+# every kind of space at once, nested: what the rollout-actor tests sample
+SPACES["all"] = gym.spaces.Dict({"image": IMAGE, "grid": SPACES["box2d"], "door": SPACES["discrete"],
+                                 "bits": SPACES["multibinary"], "keys": SPACES["multidiscrete"],
+                                 "pair": SPACES["tuple"]})
 
 
 class SpaceEnv(gym.Env):
@@ -118,10 +122,10 @@ def test_every_space_learns_in_process(trainer, obs):
 @pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize("mode", ["sync", "streams", "requests"])
 @pytest.mark.parametrize("trainer", sorted(TRAINERS))
-def test_a_dict_space_learns_with_rollout_actors(trainer, mode):
+def test_every_kind_of_space_learns_with_rollout_actors(trainer, mode):
     sampling = {"sync": {"sample_async": False}, "streams": {"sample_async": True},
                 "requests": {"sample_async": True, "max_requests_in_flight_per_worker": 2}}[mode]
-    algo = TRAINERS[trainer](config=_config(trainer, "dict", num_workers=2, num_cpus_per_worker=0.25,
+    algo = TRAINERS[trainer](config=_config(trainer, "all", num_workers=2, num_cpus_per_worker=0.25,
                                             num_envs_per_worker=1, **sampling))
     try:
         results = [algo.train() for _ in range(2)]
