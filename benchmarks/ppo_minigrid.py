@@ -9,8 +9,8 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
   from ``preprocessing="auto"`` (``algorithms/shared/env_presets.py``); SB3 from gymnasium's
   ``FilterObservation(env, ["direction", "image"])``, the same wrapper, inside SB3's ``Monitor``;
 * the rule: the mean return of the last 100 completed episodes reaches ``--target`` (default 0.9;
-  a perfect episode returns about 0.96) within ``--max-steps`` env steps (default 150,000), checked
-  after each iteration (8 envs x 128 steps and the updates on them: ours after ``trainer.train()``,
+  a perfect episode returns about 0.96) within ``--max-steps`` env steps (default 100,000), checked
+  after each iteration (n_envs x 128 steps and the updates on them: ours after ``trainer.train()``,
   SB3 at ``on_rollout_end``, timed at the next ``on_rollout_start``, after the update, as ours);
 * the network, built-in in ours (``algorithms/shared/models.py`` ``EncoderModel``) and a custom
   ``BaseFeaturesExtractor`` under SB3's ``MultiInputPolicy``, one encoder shared by policy and value:
@@ -22,28 +22,36 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
   encoder's layers to torch's default after SB3's orthogonal init (``--sb3-init sb3`` keeps SB3's
   own: orthogonal sqrt 2 on the convolutions and the 512 layer too). The script prints both
   networks' parameter counts, which must be equal;
-* the hyperparameters, rl-zoo's PPO for MiniGrid (``ZOO``, SB3's names; its defaults that matter
-  written out), mapped onto ours by ``ours_config``:
+* the hyperparameters (``HPS``, SB3's names), one set for both, mapped onto ours by ``ours_config``:
+  ``--hp starter`` (the default), rl-starter-files' PPO for MiniGrid (torch-ac's; its README
+  trains DoorKey-5x5 in 80k frames) with SB3's loss, or ``--hp zoo``, rl-zoo's PPO for MiniGrid
+  (made for flattened observations under VecNormalize; with this CNN and no entropy bonus neither
+  system learnt DoorKey-5x5 in 56k-87k steps of seed 0):
 
-  SB3 / rl-zoo                          ours
-    n_envs 8                            num_envs_per_worker 8, num_workers 0 (in-process, as DummyVecEnv)
-    n_steps 128                         train_batch_size 8 x 128 = 1024
-    batch_size 64                       minibatch_size 64
-    n_epochs 10                         num_epochs 10
-    learning_rate 2.5e-4 (constant)     lr 2.5e-4, lr_schedule "constant"
-    gamma 0.99, gae_lambda 0.95         gamma, lambda_
-    clip_range 0.2, clip_range_vf None  clip_param 0.2, vf_clip_param None
-    ent_coef 0.0                        entropy_coeff 0.0
-    vf_coef 0.5 (x mean squared error)  vf_loss_coeff 1.0 (ours is coeff x 0.5 x mse: the same loss)
-    max_grad_norm 0.5                   max_grad_norm 0.5
-    normalize_advantage True            normalize_advantages True (per minibatch in both)
-    Adam, eps 1e-5                      optimizer "adam" (eps 1e-5, our default)
+  SB3                                   starter    zoo     ours
+    n_envs                              16         8       num_envs_per_worker, num_workers 0
+                                                             (in-process, as SB3's DummyVecEnv)
+    n_steps                             128        128     train_batch_size n_envs x n_steps
+    batch_size                          256        64      minibatch_size
+    n_epochs                            4          10      num_epochs
+    learning_rate (constant)            1e-3       2.5e-4  lr, lr_schedule "constant"
+    gamma, gae_lambda                   0.99, 0.95         gamma, lambda_
+    clip_range, clip_range_vf           0.2, None          clip_param, vf_clip_param
+    ent_coef                            0.01       0.0     entropy_coeff
+    vf_coef (x mean squared error)      0.5                vf_loss_coeff 2 x vf_coef (ours is
+                                                             coeff x 0.5 x mse: the same loss)
+    max_grad_norm                       0.5                max_grad_norm
+    normalize_advantage                 True               normalize_advantages (SB3 normalizes
+                                                             each minibatch, ours the whole train
+                                                             batch, as RLlib: a difference left)
+    Adam eps (policy_kwargs'            1e-8       1e-5    optimizer "adam", optimizer_config eps
+      optimizer_kwargs)
 
   Torch runs 1 thread in both (ours: ``num_cpus_for_learner=1``; SB3: ``torch.set_num_threads``).
 
 Both count env steps as transitions (SB3's ``num_timesteps``, our ``env_steps_total``); ours
 resets an env in a step slot of its own (gymnasium's NEXT_STEP autoreset), so an iteration of ours
-holds a few transitions fewer than 1,024 and learns on them; SB3 resets inside the step.
+holds a few transitions fewer than n_envs x n_steps and learns on them; SB3 resets inside the step.
 
 Wall time runs from before the trainer / model (and SB3's env) is built to the moment the rule
 holds. Systems alternate per seed (ours seed 0, SB3 seed 0, ours seed 1, ...), after an untimed
@@ -71,35 +79,88 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ENV = "MiniGrid-DoorKey-5x5-v0"
-#: rl-zoo's PPO hyperparameters for MiniGrid (SB3's names), SB3's defaults that matter made explicit.
-ZOO: dict[str, Any] = {
-    "n_envs": 8,
-    "n_steps": 128,
-    "batch_size": 64,
-    "n_epochs": 10,
-    "learning_rate": 2.5e-4,
-    "gamma": 0.99,
-    "gae_lambda": 0.95,
-    "clip_range": 0.2,
-    "ent_coef": 0.0,
-    # SB3 defaults
-    "vf_coef": 0.5,
-    "max_grad_norm": 0.5,
-    "normalize_advantage": True,
-    "clip_range_vf": None,
+#: The hyperparameters (SB3's names; SB3's defaults that matter written out), by ``--hp``:
+#: "starter" (the default): rl-starter-files' PPO for MiniGrid (lcswillems/rl-starter-files, torch-ac:
+#: its README trains DoorKey-5x5 in 80k frames), with SB3's loss (advantages normalized, no value
+#: clipping); "zoo": rl-zoo's PPO for MiniGrid, made for flattened observations under VecNormalize:
+#: with this CNN and no entropy bonus neither system got past a 100-episode mean of 0.06 in 56k-87k
+#: steps of seed 0 (benchmarks/RESULTS.md).
+HPS: dict[str, dict[str, Any]] = {
+    "starter": {
+        "n_envs": 16,
+        "n_steps": 128,
+        "batch_size": 256,
+        "n_epochs": 4,
+        "learning_rate": 1e-3,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.2,
+        "ent_coef": 0.01,
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "normalize_advantage": True,
+        "clip_range_vf": None,
+        "adam_eps": 1e-8,
+    },
+    "zoo": {
+        "n_envs": 8,
+        "n_steps": 128,
+        "batch_size": 64,
+        "n_epochs": 10,
+        "learning_rate": 2.5e-4,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.2,
+        "ent_coef": 0.0,
+        # SB3 defaults
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "normalize_advantage": True,
+        "clip_range_vf": None,
+        "adam_eps": 1e-5,
+    },
 }
 #: the MLPs after the encoder (SB3's default net_arch and activation for PPO; ours' defaults too)
 HIDDEN = [64, 64]
 ACTIVATION = "tanh"
-#: --quick: two iterations of ours (no rule can hold)
-QUICK_STEPS = 2 * ZOO["n_envs"] * ZOO["n_steps"]
+#: --quick: this many iterations of ours (no rule can hold)
+QUICK_ITERATIONS = 2
 
 
-def ours_config(hp: dict[str, Any], seed: int) -> dict[str, Any]:
+def scaled_image(env: Any, factor: int) -> Any:
+    """``env`` (MiniGrid's Dict without mission) with its image's codes multiplied by ``factor``
+    (still uint8: the codes are at most 10), so that the CNN's /255 leaves them in [0, 1]."""
+    import gymnasium as gym
+    import numpy as np
+
+    class ScaledImage(gym.ObservationWrapper):
+        def __init__(self, inner: gym.Env) -> None:
+            super().__init__(inner)
+            self.observation_space = gym.spaces.Dict(dict(inner.observation_space.spaces))
+
+        def observation(self, obs: dict[str, Any]) -> dict[str, Any]:
+            return {**obs, "image": (obs["image"] * np.uint8(factor)).astype(np.uint8)}
+
+    return env if factor == 1 else ScaledImage(env)
+
+
+def make_env(factor: int, env_config: Any = None) -> Any:
+    """What ours gets under ``--image-scale`` > 1: our preset's env (``preprocessing="auto"``), scaled."""
+    from algorithms.shared.env_presets import env_creator
+
+    creator = env_creator(ENV, {}, "auto")
+    assert creator is not None
+    return scaled_image(creator({}), factor)
+
+
+def ours_config(hp: dict[str, Any], seed: int, factor: int = 1) -> dict[str, Any]:
     """Our PPO config doing what SB3's ``PPO("MultiInputPolicy", env, **hp)`` does on ``ENV``."""
+    import functools
+
     return {
-        "env": ENV,
-        "preprocessing": "auto",  # MiniGrid: the Dict observation without mission
+        # MiniGrid under preprocessing "auto": the Dict observation without mission
+        "env": ENV if factor == 1 else functools.partial(make_env, factor),
+        "preprocessing": "auto" if factor == 1 else None,
         "seed": seed,
         "num_workers": 0,
         "num_envs_per_worker": hp["n_envs"],
@@ -120,6 +181,7 @@ def ours_config(hp: dict[str, Any], seed: int) -> dict[str, Any]:
         "model": {"hidden_sizes": list(HIDDEN), "activation": ACTIVATION, "shared_layers": False, "cnn": "small"},
         "learner": "torch",
         "optimizer": "adam",
+        "optimizer_config": {"eps": hp["adam_eps"]},
         "num_cpus_for_learner": 1.0,  # torch threads: 1
         "metrics_num_episodes_for_smoothing": 100,
     }
@@ -129,14 +191,14 @@ def _params(module: Any) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def run_ours(seed: int, max_steps: int, target: float, hp: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_ours(seed: int, max_steps: int, target: float, hp: dict[str, Any], factor: int) -> dict[str, Any]:
     import torch
 
     from algorithms import PPO
 
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    trainer = PPO(config=ours_config(hp or ZOO, seed))
+    trainer = PPO(config=ours_config(hp, seed, factor))
     threads = torch.get_num_threads()
     params = _params(trainer.learner.policy)  # the ActorCritic module: the network and nothing else
     solved_at = solved_wall = None
@@ -157,7 +219,7 @@ def run_ours(seed: int, max_steps: int, target: float, hp: dict[str, Any] | None
             "threads": threads, "best": best, "load": load, "params": params}
 
 
-def sb3_policy_kwargs(init: str) -> dict[str, Any]:
+def sb3_policy_kwargs(init: str, adam_eps: float) -> dict[str, Any]:
     """SB3's policy and extractor: the network ``EncoderModel`` builds for this Dict space."""
     import gymnasium as gym
     import torch
@@ -193,11 +255,12 @@ def sb3_policy_kwargs(init: str) -> dict[str, Any]:
                         module.reset_parameters()
 
     kwargs = {"features_extractor_class": MiniGridExtractor, "net_arch": {"pi": list(HIDDEN), "vf": list(HIDDEN)},
-              "activation_fn": nn.Tanh, "share_features_extractor": True}
+              "activation_fn": nn.Tanh, "share_features_extractor": True,
+              "optimizer_kwargs": {"eps": adam_eps}}
     return {"policy": Policy, "policy_kwargs": kwargs}
 
 
-def run_sb3(seed: int, max_steps: int, target: float, init: str, hp: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_sb3(seed: int, max_steps: int, target: float, init: str, hp: dict[str, Any], factor: int) -> dict[str, Any]:
     import minigrid  # noqa: F401 - registers the MiniGrid ids
     import numpy as np
     import torch
@@ -206,7 +269,7 @@ def run_sb3(seed: int, max_steps: int, target: float, init: str, hp: dict[str, A
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
-    hp = dict(hp or ZOO)
+    hp = dict(hp)
 
     class RuleCallback(BaseCallback):
         """The rule at each rollout's end (its env steps), timed after that rollout's update."""
@@ -248,8 +311,8 @@ def run_sb3(seed: int, max_steps: int, target: float, init: str, hp: dict[str, A
     torch.set_num_threads(1)
     start = time.perf_counter()
     env = make_vec_env(ENV, n_envs=hp.pop("n_envs"), seed=seed,
-                       wrapper_class=lambda e: FilterObservation(e, ["direction", "image"]))
-    policy = sb3_policy_kwargs(init)
+                       wrapper_class=lambda e: scaled_image(FilterObservation(e, ["direction", "image"]), factor))
+    policy = sb3_policy_kwargs(init, hp.pop("adam_eps"))
     model = SB3PPO(policy["policy"], env, policy_kwargs=policy["policy_kwargs"], seed=seed, device="cpu", verbose=0,
                    **hp)
     callback = RuleCallback()
@@ -294,15 +357,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--target", type=float, default=0.9, help="the 100-episode mean return to reach (default 0.9)")
-    parser.add_argument("--max-steps", type=int, default=150_000, help="the step cap (default 150000)")
+    parser.add_argument("--max-steps", type=int, default=100_000, help="the step cap (default 100000)")
     parser.add_argument("--sb3-init", choices=("ours", "sb3"), default="ours",
                         help="SB3's encoder init: ours (torch's default, as our EncoderModel; the default) or sb3 "
                              "(SB3's orthogonal sqrt 2)")
+    parser.add_argument("--hp", choices=sorted(HPS), default="starter",
+                        help="the hyperparameters of both: starter (rl-starter-files', the default) or zoo (rl-zoo's)")
+    parser.add_argument("--image-scale", type=int, choices=range(1, 26), default=25, metavar="1-25",
+                        help="multiply MiniGrid's image codes (0-10) by this, for both (default 25: 0-250, so that "
+                             "the CNN's /255 leaves them in [0, 1]; 1: the codes as MiniGrid gives them)")
     parser.add_argument("--no-sb3", action="store_true", help="only ours")
     parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
                         help="an untimed iteration of each system first (default on; off with --quick)")
     parser.add_argument("--quick", action="store_true",
-                        help=f"a smoke run: seed 0, {QUICK_STEPS:,} env steps, no warm-up (no rule can hold)")
+                        help=f"a smoke run: seed 0, {QUICK_ITERATIONS} iterations, no warm-up (no rule can hold)")
     args = parser.parse_args(argv)
     try:
         seeds = [int(s) for s in args.seeds.split(",")]
@@ -310,8 +378,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds: comma-separated ints, got {args.seeds!r}")
     if args.max_steps < 1:
         parser.error(f"--max-steps: must be >= 1, got {args.max_steps}")
+    hp = HPS[args.hp]
+    one = hp["n_envs"] * hp["n_steps"]  # env steps per iteration
     if args.quick:
-        seeds, args.max_steps, args.warmup = seeds[:1], QUICK_STEPS, False
+        seeds, args.max_steps, args.warmup = seeds[:1], QUICK_ITERATIONS * one, False
     warnings.filterwarnings("ignore")
 
     sb3 = not args.no_sb3
@@ -328,27 +398,26 @@ def main(argv: list[str] | None = None) -> int:
 
     cap, target = args.max_steps, args.target
     print(f"PPO on {ENV}: solved = mean return of the last 100 episodes >= {target:g} within {cap:,} env steps, "
-          f"checked after every iteration of {ZOO['n_envs']} envs x {ZOO['n_steps']} steps; seeds "
+          f"checked after every iteration of {hp['n_envs']} envs x {hp['n_steps']} steps; seeds "
           f"{','.join(map(str, seeds))}; torch {torch.__version__}, 1 torch thread each; {os.cpu_count()} cores"
           + (f"; stable-baselines3 {stable_baselines3.__version__}" if sb3 else "; ours only"))
-    print(f"hyperparameters (SB3's names): {ZOO}, net_arch pi/vf {HIDDEN} {ACTIVATION}")
-    print(f"ours: PPO(config={ours_config(ZOO, 0) | {'seed': 's'}})")
+    print(f"hyperparameters ({args.hp}, SB3's names): {hp}, net_arch pi/vf {HIDDEN} {ACTIVATION}")
+    print(f"ours: PPO(config={ours_config(hp, 0) | {'seed': 's'}})")
     if sb3:
         print(f"SB3:  PPO(MultiInputPolicy + the small-CNN extractor, encoder init {args.sb3_init}, "
-              f"make_vec_env({ENV!r}, n_envs=8, seed=s, FilterObservation(['direction', 'image'])), seed=s)")
+              f"make_vec_env({ENV!r}, n_envs={hp['n_envs']}, seed=s, FilterObservation(['direction', 'image'])), seed=s)")
     if args.warmup:  # untimed: imports, first kernels, minigrid's modules
-        one = ZOO["n_envs"] * ZOO["n_steps"]
-        run_ours(10_000, one, math.inf)
+        run_ours(10_000, one, math.inf, hp, args.image_scale)
         if sb3:
-            run_sb3(10_000, one, math.inf, args.sb3_init)
+            run_sb3(10_000, one, math.inf, args.sb3_init, hp, args.image_scale)
 
     ours: list[dict] = []
     peers: list[dict] = []
     for seed in seeds:  # interleaved: ours seed s, SB3 seed s, ours seed s+1, ...
-        ours.append(run_ours(seed, cap, target))
+        ours.append(run_ours(seed, cap, target, hp, args.image_scale))
         _progress("ours", seed, ours[-1], cap)
         if sb3:
-            peers.append(run_sb3(seed, cap, target, args.sb3_init))
+            peers.append(run_sb3(seed, cap, target, args.sb3_init, hp, args.image_scale))
             _progress("SB3 ", seed, peers[-1], cap)
     params = f"network parameters: ours {ours[0]['params']:,}" + (f", SB3 {peers[0]['params']:,}" if sb3 else "")
     print(params + ("" if not sb3 or ours[0]["params"] == peers[0]["params"] else "  WARNING: not the same network"))
