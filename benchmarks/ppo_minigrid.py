@@ -7,7 +7,12 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
 * the env: ``MiniGrid-DoorKey-5x5-v0`` with its Dict observation less ``mission`` (a text space):
   ``direction`` (Discrete(4)) and ``image`` (7x7x3 uint8, the agent's partial view). Ours gets it
   from ``preprocessing="auto"`` (``algorithms/shared/env_presets.py``); SB3 from gymnasium's
-  ``FilterObservation(env, ["direction", "image"])``, the same wrapper, inside SB3's ``Monitor``;
+  ``FilterObservation(env, ["direction", "image"])``, the same wrapper, inside SB3's ``Monitor``.
+  MiniGrid's image is not pixels but codes (object 0-10, colour 0-5, state 0-2): both systems'
+  CNNs scale uint8 by 1/255 (ours: ``ImageCNN``; SB3: ``normalize_images``), which leaves the
+  codes under 0.04, and with them neither system learnt DoorKey-5x5 in 120k steps of seed 0. So
+  both get the codes multiplied by ``--image-scale`` (default 25: 0-250, a wrapper after
+  FilterObservation in both; ours then takes the env as a creator around our preset's env);
 * the rule: the mean return of the last 100 completed episodes reaches ``--target`` (default 0.9;
   a perfect episode returns about 0.96) within ``--max-steps`` env steps (default 100,000), checked
   after each iteration (n_envs x 128 steps and the updates on them: ours after ``trainer.train()``,
@@ -402,10 +407,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{','.join(map(str, seeds))}; torch {torch.__version__}, 1 torch thread each; {os.cpu_count()} cores"
           + (f"; stable-baselines3 {stable_baselines3.__version__}" if sb3 else "; ours only"))
     print(f"hyperparameters ({args.hp}, SB3's names): {hp}, net_arch pi/vf {HIDDEN} {ACTIVATION}")
-    print(f"ours: PPO(config={ours_config(hp, 0) | {'seed': 's'}})")
+    shown = ours_config(hp, 0, args.image_scale) | {"seed": "s"}
+    if args.image_scale > 1:
+        shown["env"] = f"make_env({args.image_scale}): {ENV} under preprocessing 'auto', image codes x {args.image_scale}"
+    print(f"ours: PPO(config={shown})")
     if sb3:
         print(f"SB3:  PPO(MultiInputPolicy + the small-CNN extractor, encoder init {args.sb3_init}, "
-              f"make_vec_env({ENV!r}, n_envs={hp['n_envs']}, seed=s, FilterObservation(['direction', 'image'])), seed=s)")
+              f"make_vec_env({ENV!r}, n_envs={hp['n_envs']}, seed=s, FilterObservation(['direction', 'image'])"
+              f"{f' + image codes x {args.image_scale}' if args.image_scale > 1 else ''}), seed=s)")
     if args.warmup:  # untimed: imports, first kernels, minigrid's modules
         run_ours(10_000, one, math.inf, hp, args.image_scale)
         if sb3:
