@@ -198,6 +198,15 @@ def run_ours(steps: int, seed: int, actors: bool, ray_cpus: float) -> Run:
                first_s, first_steps, load, params, note)
 
 
+def make_ale(**kwargs: Any) -> Any:
+    """``gym.make(ENV)`` in SubprocVecEnv's processes, which have not imported ale_py (no ALE ids)."""
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    return gym.make(ENV, **kwargs)
+
+
 def run_sb3(steps: int, seed: int) -> Run:
     import torch
     from stable_baselines3 import PPO as SB3PPO
@@ -239,7 +248,7 @@ def run_sb3(steps: int, seed: int) -> Run:
     load = os.getloadavg()[0]
     torch.set_num_threads(1)
     start = time.perf_counter()
-    env = VecFrameStack(make_atari_env(ENV, n_envs=n_envs, seed=seed, vec_env_cls=SubprocVecEnv,
+    env = VecFrameStack(make_atari_env(make_ale, n_envs=n_envs, seed=seed, vec_env_cls=SubprocVecEnv,
                                        env_kwargs={"frameskip": 1},
                                        wrapper_kwargs={"terminal_on_life_loss": False, "clip_reward": False}),
                         n_stack=4)
