@@ -30,8 +30,8 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
 * the hyperparameters (``HPS``, SB3's names), one set for both, mapped onto ours by ``ours_config``:
   ``--hp starter`` (the default), rl-starter-files' PPO for MiniGrid (torch-ac's; its README
   trains DoorKey-5x5 in 80k frames) with SB3's loss, or ``--hp zoo``, rl-zoo's PPO for MiniGrid
-  (made for flattened observations under VecNormalize; with this CNN and no entropy bonus neither
-  system learnt DoorKey-5x5 in 56k-87k steps of seed 0):
+  (made for flattened observations under VecNormalize; with the image codes unscaled neither
+  system learnt DoorKey-5x5 with it in 56k-87k steps of seed 0; not run scaled):
 
   SB3                                   starter    zoo     ours
     n_envs                              16         8       num_envs_per_worker, num_workers 0
@@ -87,9 +87,9 @@ ENV = "MiniGrid-DoorKey-5x5-v0"
 #: The hyperparameters (SB3's names; SB3's defaults that matter written out), by ``--hp``:
 #: "starter" (the default): rl-starter-files' PPO for MiniGrid (lcswillems/rl-starter-files, torch-ac:
 #: its README trains DoorKey-5x5 in 80k frames), with SB3's loss (advantages normalized, no value
-#: clipping); "zoo": rl-zoo's PPO for MiniGrid, made for flattened observations under VecNormalize:
-#: with this CNN and no entropy bonus neither system got past a 100-episode mean of 0.06 in 56k-87k
-#: steps of seed 0 (benchmarks/RESULTS.md).
+#: clipping); "zoo": rl-zoo's PPO for MiniGrid, made for flattened observations under VecNormalize
+#: (tried with the image codes unscaled only: neither system got past a 100-episode mean of 0.06 in
+#: 56k-87k steps of seed 0; benchmarks/RESULTS.md).
 HPS: dict[str, dict[str, Any]] = {
     "starter": {
         "n_envs": 16,
