@@ -159,7 +159,7 @@ def _params(module: Any) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def run_ours(steps: int, seed: int, actors: bool, ray_cpus: float) -> Run:
+def run_ours(steps: int, seed: int, actors: bool, ray_cpus: int) -> Run:
     import torch
 
     from algorithms import PPO
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
     parser.add_argument("--steps", type=int, default=20_000, help="env steps per system (default 20000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ray-cpus", type=float, default=9.0,
+    parser.add_argument("--ray-cpus", type=int, default=9,
                         help="CPUs told to Ray for the rollout actors' run (default 9: 8 actors + the learner)")
     parser.add_argument("--no-sb3", action="store_true", help="only ours")
     parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,

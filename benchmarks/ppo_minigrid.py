@@ -141,6 +141,7 @@ def scaled_image(env: Any, factor: int) -> Any:
     class ScaledImage(gym.ObservationWrapper):
         def __init__(self, inner: gym.Env) -> None:
             super().__init__(inner)
+            assert isinstance(inner.observation_space, gym.spaces.Dict)
             self.observation_space = gym.spaces.Dict(dict(inner.observation_space.spaces))
 
         def observation(self, obs: dict[str, Any]) -> dict[str, Any]:
@@ -237,9 +238,10 @@ def sb3_policy_kwargs(init: str, adam_eps: float) -> dict[str, Any]:
         three 2x2 convolutions 16/32/64 and a linear layer to 512, ReLU throughout."""
 
         def __init__(self, observation_space: gym.spaces.Dict) -> None:
-            image = observation_space["image"]
+            image, direction = observation_space["image"], observation_space["direction"]
+            assert isinstance(image, gym.spaces.Box) and isinstance(direction, gym.spaces.Discrete)
             channels = image.shape[0]  # VecTransposeImage made it (3, 7, 7)
-            n_dir = int(observation_space["direction"].n)
+            n_dir = int(direction.n)
             super().__init__(observation_space, features_dim=n_dir + 512)
             self.convs = nn.Sequential(nn.Conv2d(channels, 16, 2), nn.ReLU(), nn.Conv2d(16, 32, 2), nn.ReLU(),
                                        nn.Conv2d(32, 64, 2), nn.ReLU(), nn.Flatten())

@@ -27,7 +27,7 @@ def test_minigrid_benchmark_prints_our_rows_on_a_tiny_budget():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "ours only" in out, out
-    assert "PPO on MiniGrid-DoorKey-5x5-v0: solved = mean return of the last 100 episodes >= 0.9 within 2,048 " \
+    assert "PPO on MiniGrid-DoorKey-5x5-v0: solved = mean return of the last 100 episodes >= 0.9 within 4,096 " \
            "env steps" in out, out
     line = re.search(r"^  ours seed 0: not within 4,096 env steps, - s to the rule, ([\d.]+) s total \(([\d,]+) "
                      r"env steps, torch threads 1, load [\d.]+ at start", out, re.M)
