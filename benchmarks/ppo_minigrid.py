@@ -11,8 +11,9 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
   MiniGrid's image is not pixels but codes (object 0-10, colour 0-5, state 0-2): both systems'
   CNNs scale uint8 by 1/255 (ours: ``ImageCNN``; SB3: ``normalize_images``), which leaves the
   codes under 0.04, and with them neither system learnt DoorKey-5x5 in 120k steps of seed 0. So
-  both get the codes multiplied by ``--image-scale`` (default 25: 0-250, a wrapper after
-  FilterObservation in both; ours then takes the env as a creator around our preset's env);
+  both get the codes multiplied by ``--image-scale`` (default 25: 0-250; ours through its MiniGrid
+  preset's ``image_scale`` option, 25 by default there too, SB3 through the same multiplication in
+  a wrapper after FilterObservation);
 * the rule: the mean return of the last 100 completed episodes reaches ``--target`` (default 0.9;
   a perfect episode returns about 0.96) within ``--max-steps`` env steps (default 100,000), checked
   after each iteration (n_envs x 128 steps and the updates on them: ours after ``trainer.train()``,
@@ -150,23 +151,12 @@ def scaled_image(env: Any, factor: int) -> Any:
     return env if factor == 1 else ScaledImage(env)
 
 
-def make_env(factor: int, env_config: Any = None) -> Any:
-    """What ours gets under ``--image-scale`` > 1: our preset's env (``preprocessing="auto"``), scaled."""
-    from algorithms.shared.env_presets import env_creator
-
-    creator = env_creator(ENV, {}, "auto")
-    assert creator is not None
-    return scaled_image(creator({}), factor)
-
-
 def ours_config(hp: dict[str, Any], seed: int, factor: int = 1) -> dict[str, Any]:
     """Our PPO config doing what SB3's ``PPO("MultiInputPolicy", env, **hp)`` does on ``ENV``."""
-    import functools
-
     return {
-        # MiniGrid under preprocessing "auto": the Dict observation without mission
-        "env": ENV if factor == 1 else functools.partial(make_env, factor),
-        "preprocessing": "auto" if factor == 1 else None,
+        # MiniGrid's preset: the Dict observation without mission, the image's codes x factor
+        "env": ENV,
+        "preprocessing": {"image_scale": factor},
         "seed": seed,
         "num_workers": 0,
         "num_envs_per_worker": hp["n_envs"],
@@ -411,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hyperparameters ({args.hp}, SB3's names): {hp}, net_arch pi/vf {HIDDEN} {ACTIVATION}")
     shown = ours_config(hp, 0, args.image_scale) | {"seed": "s"}
     if args.image_scale > 1:
-        shown["env"] = f"make_env({args.image_scale}): {ENV} under preprocessing 'auto', image codes x {args.image_scale}"
+        shown["env"] = f"{ENV}, image codes x {args.image_scale} (preprocessing image_scale)"
     print(f"ours: PPO(config={shown})")
     if sb3:
         print(f"SB3:  PPO(MultiInputPolicy + the small-CNN extractor, encoder init {args.sb3_init}, "

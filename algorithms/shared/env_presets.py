@@ -26,6 +26,7 @@ import importlib
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
+import numpy as np
 
 from algorithms.shared.observations import check_supported
 
@@ -44,6 +45,10 @@ ATARI_DEFAULTS: dict[str, Any] = {
 MINIGRID_DEFAULTS: dict[str, Any] = {
     "observation": "dict",
     "fully_observable": False,  # minigrid's FullyObsWrapper: the whole grid instead of the agent's view
+    # MiniGrid's image holds codes (object 0-10, colour 0-5, state 0-2), not pixels: multiplied by
+    # this they span uint8's range as pixels do, so the built-in CNN's /255 keeps them apart
+    # (1: the codes as they are, which /255 squeezes below 0.04, and PPO then does not learn DoorKey)
+    "image_scale": 25,
 }
 _FAMILIES: dict[str, dict[str, Any]] = {"atari": ATARI_DEFAULTS, "minigrid": MINIGRID_DEFAULTS}
 #: Packages that register gymnasium ids when imported, by how their ids start.
@@ -71,6 +76,9 @@ def check_preprocessing(value: Any) -> None:
         if key in ("frame_skip", "frame_stack", "screen_size"):
             ok = isinstance(option, int) and not isinstance(option, bool) and option >= 1
             expected = "an int >= 1"
+        elif key == "image_scale":
+            ok = isinstance(option, int) and not isinstance(option, bool) and 1 <= option <= 25
+            expected = "an int from 1 to 25 (MiniGrid's codes reach 10: 25 x 10 = 250 still fits uint8)"
         elif key == "noop_max":
             ok = isinstance(option, int) and not isinstance(option, bool) and option >= 0
             expected = "an int >= 0"
@@ -165,10 +173,23 @@ def make_env(env_id: str, family: str, options: Mapping[str, Any] | None, env_co
     env = gym.make(env_id, **config)
     if options["fully_observable"]:
         env = FullyObsWrapper(env)
+    if options["image_scale"] != 1:
+        env = _ScaledImage(env, options["image_scale"])
     if options["observation"] == "image":
         return ImgObsWrapper(env)
     assert isinstance(env.observation_space, gym.spaces.Dict)  # MiniGrid's: image, direction, mission
     return FilterObservation(env, [key for key in env.observation_space.spaces if key != "mission"])
+
+
+class _ScaledImage(gym.ObservationWrapper):
+    """MiniGrid's image codes multiplied by ``scale`` (still uint8; see ``MINIGRID_DEFAULTS``)."""
+
+    def __init__(self, env: gym.Env, scale: int) -> None:
+        super().__init__(env)
+        self.scale = np.uint8(scale)
+
+    def observation(self, observation: Any) -> Any:
+        return {**observation, "image": observation["image"] * self.scale}
 
 
 def trial_env(env: str | EnvCreator, env_config: Mapping[str, Any], preprocessing: Any) -> str | EnvCreator:

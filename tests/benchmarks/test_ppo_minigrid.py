@@ -56,14 +56,26 @@ def test_zoo_hyperparameters_map_onto_a_valid_config_of_ours():
     assert (zoo["num_envs_per_worker"], zoo["train_batch_size"], zoo["minibatch_size"], zoo["num_epochs"]) == (8, 1024,
                                                                                                          64, 10)
     resolved = PPO.resolve_config(zoo)
-    assert resolved["preprocessing"] is None and callable(resolved["env"])
+    assert resolved["preprocessing"] == {"image_scale": 25} and resolved["env"] == "MiniGrid-DoorKey-5x5-v0"
 
 
-def test_scaled_image_multiplies_minigrid_codes_and_keeps_uint8():
+def test_sb3_gets_the_observations_our_preset_gives():
+    """SB3's wrapper (FilterObservation, then the codes x 25) and our preset's env see the same grid."""
+    import gymnasium as gym
     import numpy as np
+    from gymnasium.wrappers import FilterObservation
+
+    from algorithms import PPO
 
     bench = _module()
-    env = bench.make_env(25)
-    obs, _ = env.reset(seed=0)
-    assert set(obs) == {"direction", "image"} and obs["image"].dtype == np.uint8
-    assert obs["image"].max() <= 250 and obs["image"].max() % 25 == 0 and env.observation_space.contains(obs)
+    ours = PPO.prepare_trial({"env": bench.ENV}).env({})
+    theirs = bench.scaled_image(FilterObservation(gym.make(bench.ENV), ["direction", "image"]), 25)
+    try:
+        ours_obs, _ = ours.reset(seed=0)
+        theirs_obs, _ = theirs.reset(seed=0)
+    finally:
+        ours.close()
+        theirs.close()
+    assert ours_obs["image"].dtype == np.uint8 and ours_obs["image"].max() % 25 == 0
+    np.testing.assert_array_equal(ours_obs["image"], theirs_obs["image"])
+    assert ours_obs["direction"] == theirs_obs["direction"]

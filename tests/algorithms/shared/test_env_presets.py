@@ -71,6 +71,21 @@ def test_minigrid_keeps_image_and_direction_and_drops_the_mission():
     assert obs["image"].shape == (7, 7, 3) and obs["image"].dtype == np.uint8
 
 
+@pytest.mark.parametrize("scale", [25, 1])
+def test_minigrid_image_codes_span_the_uint8_range_unless_asked_not_to(scale):
+    preprocessing = "auto" if scale == 25 else {"image_scale": 1}
+    env = PPO.prepare_trial({"env": "MiniGrid-DoorKey-5x5-v0", "preprocessing": preprocessing}).env({})
+    raw = gym.make("MiniGrid-DoorKey-5x5-v0")
+    try:
+        obs, _ = env.reset(seed=3)
+        codes, _ = raw.reset(seed=3)  # the same grid, MiniGrid's own codes
+    finally:
+        env.close()
+        raw.close()
+    assert obs["image"].dtype == np.uint8 and 0 < codes["image"].max() <= 10  # codes, not pixels
+    np.testing.assert_array_equal(obs["image"], codes["image"] * scale)
+
+
 def test_minigrid_image_alone_on_request():
     trial = PPO.prepare_trial({"env": "MiniGrid-DoorKey-5x5-v0", "preprocessing": {"observation": "image"}})
     assert trial.observation_space == gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)
@@ -93,6 +108,7 @@ def test_mujoco_envs_build_and_step(env_id, obs_dim, act_dim):
     ("ALE/Pong-v5", {"grayscale": "yes"}, "option 'grayscale' must be True or False"),
     ("ALE/Pong-v5", {"observation": "image"}, "options ['observation'] do not apply to atari env"),
     ("MiniGrid-DoorKey-5x5-v0", {"observation": "rgb"}, "option 'observation' must be 'dict' or 'image'"),
+    ("MiniGrid-DoorKey-5x5-v0", {"image_scale": 26}, "option 'image_scale' must be an int from 1 to 25"),
     ("CartPole-v1", {"frame_stack": 4}, "options apply to Atari and MiniGrid ids, and env 'CartPole-v1' is neither"),
 ])
 def test_a_bad_preprocessing_is_one_error_naming_the_key(env, preprocessing, says):
