@@ -100,29 +100,17 @@ def load_sweep(
         )
         trials.append(trial)
     by_id: dict[str | None, Trial] = {t.trial_id: t for t in trials}
-    # A trial whose checkpoint on record is still the donor's of its last exploit goes on from
-    # its own iteration (and time) when restored from it, as it would have without the kill.
-    exploited: dict[str, dict[str, Any]] = {}
-    for row in store.exploits(experiment_id):  # oldest first: the last one per trial wins
-        exploited[row["trial_id"]] = row
-    times: dict[tuple[str, int], float] = {}
+    results = store.results(experiment_id)
+    _restore_own_progress(trials, store.exploits(experiment_id), results)
     replay = []
-    for result in store.results(experiment_id):
+    for result in results:
         owner = by_id.get(result.get("trial_id"))
         if owner is None:
             continue
-        taken = exploited.get(owner.trial_id)
-        if taken is not None and result["training_iteration"] == taken["iteration"]:
-            times[(owner.trial_id, taken["iteration"])] = float(result.get("time_total_s", 0.0))
         if owner.last_result is None or result["training_iteration"] >= owner.iteration:
             owner.last_result = result  # the latest stored result is the trial's last one
         if result["training_iteration"] > seen.get(owner.trial_id, 0):
             replay.append((owner, result))
-    for trial in trials:
-        last_exploit = exploited.get(trial.trial_id)
-        if last_exploit is not None and trial.checkpoint_path and last_exploit["checkpoint_path"] == trial.checkpoint_path:
-            iteration = int(last_exploit["iteration"])
-            trial.own_progress = (iteration, times.get((trial.trial_id, iteration), 0.0))
     replay.sort(key=lambda item: item[1].get("timestamp", 0.0))
     return StoredSweep(
         trials=trials,
@@ -133,6 +121,21 @@ def load_sweep(
         replay=replay,
         restarted=restarted,
     )
+
+
+def _restore_own_progress(trials: list[Trial], exploits: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+    """A trial whose checkpoint on record is still the donor's of its last exploit goes on from
+    its own iteration (and time) when restored from it, as it would have without the kill."""
+    last: dict[str, dict[str, Any]] = {}
+    for row in exploits:  # oldest first: the last one per trial wins
+        last[row["trial_id"]] = row
+    holding = {t.trial_id: int(last[t.trial_id]["iteration"]) for t in trials
+               if t.trial_id in last and t.checkpoint_path and last[t.trial_id]["checkpoint_path"] == t.checkpoint_path}
+    times = {result["trial_id"]: float(result.get("time_total_s", 0.0)) for result in results
+             if holding.get(str(result.get("trial_id"))) == result["training_iteration"]}
+    for trial in trials:
+        if trial.trial_id in holding:
+            trial.own_progress = (holding[trial.trial_id], times.get(trial.trial_id, 0.0))
 
 
 __all__ = ["RESUME_MODES", "StoredSweep", "load_sweep", "validate_resume"]
