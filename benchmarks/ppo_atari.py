@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.peers.common import ppo_keys_from_sb3  # noqa: E402
 
 ENV = "ALE/Pong-v5"
 #: rl-zoo's Atari PPO hyperparameters (SB3's names; learning rate and clip range constant here).
@@ -107,19 +108,7 @@ def ours_config(hp: dict[str, Any], seed: int, actors: bool) -> dict[str, Any]:
         "sample_async": False,
         "num_cpus_per_worker": 1.0,
         "num_cpus_for_learner": 1.0,  # torch threads: 1
-        "train_batch_size": n_envs * hp["n_steps"],
-        "minibatch_size": hp["batch_size"],
-        "num_epochs": hp["n_epochs"],
-        "lr": hp["learning_rate"],
-        "lr_schedule": "constant",
-        "gamma": hp["gamma"],
-        "lambda_": hp["gae_lambda"],
-        "clip_param": hp["clip_range"],
-        "vf_clip_param": None,
-        "vf_loss_coeff": 2 * hp["vf_coef"],  # SB3: vf_coef * mse; ours: vf_loss_coeff * 0.5 * mse
-        "entropy_coeff": hp["ent_coef"],
-        "max_grad_norm": hp["max_grad_norm"],
-        "normalize_advantages": hp["normalize_advantage"],
+        **ppo_keys_from_sb3(hp),
         "model": {"hidden_sizes": list(HIDDEN), "activation": ACTIVATION, "shared_layers": False, "cnn": "nature"},
         "learner": "torch",
         "optimizer": "adam",

@@ -83,6 +83,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.peers.common import ppo_keys_from_sb3  # noqa: E402
 
 ENV = "MiniGrid-DoorKey-5x5-v0"
 #: The hyperparameters (SB3's names; SB3's defaults that matter written out), by ``--hp``:
@@ -160,20 +161,7 @@ def ours_config(hp: dict[str, Any], seed: int, factor: int = 1) -> dict[str, Any
         "seed": seed,
         "num_workers": 0,
         "num_envs_per_worker": hp["n_envs"],
-        "train_batch_size": hp["n_envs"] * hp["n_steps"],
-        "minibatch_size": hp["batch_size"],
-        "num_epochs": hp["n_epochs"],
-        "lr": hp["learning_rate"],
-        "lr_schedule": "constant",
-        "gamma": hp["gamma"],
-        "lambda_": hp["gae_lambda"],
-        "clip_param": hp["clip_range"],
-        "vf_clip_param": hp["clip_range_vf"],
-        # SB3: vf_coef * mse; ours: vf_loss_coeff * 0.5 * mse
-        "vf_loss_coeff": 2 * hp["vf_coef"],
-        "entropy_coeff": hp["ent_coef"],
-        "max_grad_norm": hp["max_grad_norm"],
-        "normalize_advantages": hp["normalize_advantage"],
+        **ppo_keys_from_sb3(hp),
         "model": {"hidden_sizes": list(HIDDEN), "activation": ACTIVATION, "shared_layers": False, "cnn": "small"},
         "learner": "torch",
         "optimizer": "adam",

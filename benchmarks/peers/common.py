@@ -190,3 +190,24 @@ def systems_in_turn(systems: list[str], rotate: int, peers: dict[str, tuple[str,
         load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
         print(f"running {key} (1-minute load average {load:.1f}) ...", file=sys.stderr, flush=True)
         yield key, load
+
+
+def ppo_keys_from_sb3(hp: dict[str, Any]) -> dict[str, Any]:
+    """Our PPO's keys for SB3 PPO hyperparameters (rl-zoo's names, constant schedules): the batch
+    shape, the objective and the optimiser step. SB3's value loss is ``vf_coef * mse``, ours
+    ``vf_loss_coeff * 0.5 * mse``."""
+    return {
+        "train_batch_size": hp["n_envs"] * hp["n_steps"],
+        "minibatch_size": hp["batch_size"],
+        "num_epochs": hp["n_epochs"],
+        "lr": hp["learning_rate"],
+        "lr_schedule": "constant",
+        "gamma": hp["gamma"],
+        "lambda_": hp["gae_lambda"],
+        "clip_param": hp["clip_range"],
+        "vf_clip_param": hp.get("clip_range_vf"),
+        "vf_loss_coeff": 2 * hp["vf_coef"],
+        "entropy_coeff": hp["ent_coef"],
+        "max_grad_norm": hp["max_grad_norm"],
+        "normalize_advantages": hp["normalize_advantage"],
+    }
