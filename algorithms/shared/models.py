@@ -121,6 +121,12 @@ class EncoderModel(nn.Module):
         from algorithms.shared.encoders import Encoder
 
         self.encoder = Encoder(observation_space, cnn)
+        # Orthogonal with gain sqrt(2), biases zero: SB3's ActorCriticPolicy (ortho_init) and
+        # CleanRL's Atari PPO initialise the CNN so; torch's default init learns Atari slower.
+        for module in self.encoder.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                nn.init.orthogonal_(module.weight, gain=math.sqrt(2))
+                nn.init.zeros_(module.bias)
         self.mlp = MLPModel(self.encoder.features, dist_size, hidden_sizes, activation, shared_layers, free_log_std)
 
     def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
