@@ -144,6 +144,35 @@ def ours_iterations(analysis: Any, work: Workload, mean_step_s: float) -> str:
     return line
 
 
+def ours_trial_starts(analysis: Any, work: Workload) -> str:
+    """Each trial's start, by round (a round: the trials that start together, ``concurrency`` of
+    them, in the order their first results came): the trial's own start (a new actor's boot, the
+    trainer's set-up) and its rollout actors' start up to their first fragment (the part that
+    overlapped the set-up counted once), from the stored per-trial profile and first result."""
+    profiles = analysis.trial_profiles()
+    firsts = []
+    for trial_id, frame in analysis.trial_dataframes.items():
+        row = frame.iloc[0]
+        began = float(row["timestamp"]) - float(row["time_total_s"])
+        firsts.append((began, trial_id, row))
+    firsts.sort()
+    lines = ["ours: trial start per trial (seconds of wall time on the trial's resources)",
+             f"{'trial':>12} {'round':>5} {'trial start':>11} {'rollout start':>13} {'actors new/reused':>17} "
+             f"{'first iteration':>15}"]
+    rounds: dict[int, list[float]] = {}
+    for i, (_, trial_id, row) in enumerate(firsts):
+        rnd = i // max(work.concurrency, 1) + 1
+        prof = profiles.get(trial_id, {})
+        start, rollout = float(prof.get("start_s", 0.0)), float(prof.get("rollout_start_s", 0.0))
+        rounds.setdefault(rnd, []).append(start)
+        new, reused = int(row.get("num_workers_started", 0)), int(row.get("num_workers_reused", 0))
+        lines.append(f"{trial_id:>12} {rnd:>5} {start:11.2f} {rollout:13.2f} {f'{new}/{reused}':>17} "
+                     f"{float(row['sample_time_s']) + float(row['learn_time_s']):15.2f}")
+    lines.append("trial start per round (mean): " + ", ".join(
+        f"round {r} {statistics.mean(v):.2f} s" for r, v in sorted(rounds.items())))
+    return "\n".join(lines)
+
+
 # -- the table -------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Row:
@@ -333,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             if profile is not None:
                 print(f"\nours: {format_profile(profile)}")
             print(ours_iterations(analysis, work, mean_step))
+            print(ours_trial_starts(analysis, work))
         runs.append(rows)
         ideals.append(ideal)
     if args.repeat > 1:
