@@ -133,7 +133,7 @@ class Repeater(Searcher):
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:
-        num_samples = spec.get("num_samples")
+        num_samples: Any = spec.get("num_samples")
         inner = self.searcher
         while not isinstance(inner, BasicVariantGenerator) and isinstance(getattr(inner, "searcher", None), Searcher):
             inner = inner.searcher  # type: ignore[attr-defined]
@@ -177,9 +177,9 @@ class Repeater(Searcher):
         if group.told:
             logger.warning("Repeater: trial %r ended again after its group was told; ignored", trial_id)
             return
-        value = result.get(self.metric) if result and self.metric is not None else None
+        value: Any = result.get(self.metric) if result and self.metric is not None else None
         score = float(value) if is_number(value) else math.nan
-        iteration = result.get("training_iteration") if result else None
+        iteration: Any = result.get("training_iteration") if result else None
         group.ended[trial_id] = (score, bool(error), bool(pruned), int(iteration) if is_int(iteration) else None)
         if group.done():
             self._tell(group, kwargs)
@@ -216,6 +216,7 @@ class Repeater(Searcher):
         pruned = all(p for _, _, p, _ in outcomes)
         result: dict[str, Any] | None = None
         if scores:
+            assert self.metric is not None  # a score is the metric's value
             result = {self.metric: sum(scores) / len(scores)}
             if iterations:
                 result["training_iteration"] = max(iterations)
