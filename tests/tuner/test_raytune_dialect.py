@@ -33,7 +33,8 @@ RAY_TUNE_IMPORTS = (
     ("from tuner.search.optuna import ", "from ray.tune.search.optuna import "),
     ("from tuner.search import ", "from ray.tune.search import "),
 )
-SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py", "repeater.py")
+SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py", "repeater.py",
+                "pbt_replay.py")
 
 
 def ray_tune_version(source: str) -> str:
@@ -205,6 +206,20 @@ def test_repeater_with_optuna(tmp_path, monkeypatch):
         assert [t.config["__trial_index__"] for t in members] == [0, 1, 2]
         assert {t.config["x"] for t in members} == {ot_trial.params["x"]}
         assert ot_trial.value == pytest.approx(sum(t.last_result["loss"] for t in members) / 3)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_pbt_replay_of_a_policy_file(tmp_path, monkeypatch):
+    _run_script("pbt_replay.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "pbt_replay") as analysis:
+        (trial,) = analysis.trials
+        frame = analysis.trial_dataframes[trial.trial_id]
+        assert list(frame["lr"]) == [0.01] * 3 + [0.012] * 3 + [0.0096] * 3
+        assert trial.config == {"lr": 0.0096} and trial.status == "TERMINATED"
+        # Each change is on record as an exploit of the trial's own checkpoint at that step.
+        changes = [(r["donor_trial_id"], r["iteration"], r["old_config"], r["new_config"]) for r in analysis.exploits]
+        assert changes == [(trial.trial_id, 3, {"lr": 0.01}, {"lr": 0.012}),
+                           (trial.trial_id, 6, {"lr": 0.012}, {"lr": 0.0096})]
 
 
 def _count(db: Path, sql: str) -> int:
