@@ -200,6 +200,9 @@ class PopulationBasedTrainingReplay(TrialScheduler):
         if not is_int(reported) and not is_number(reported):
             return self.CONTINUE
         step = int(reported)
+        latest: Any = (trial.last_result or {}).get("training_iteration")
+        if is_number(latest) and step < latest:
+            return self.CONTINUE  # an older result, replayed into a resumed sweep: decided on before
         target = self.policy.config_at(step)
         due = [at for at, _ in self.policy.changes if at <= step]
         if target is None or trial.config == target or (due and due[-1] in self._skipped):

@@ -135,3 +135,75 @@ def test_a_replayed_trial_trains_with_the_stored_trials_configs(tmp_path, pbt_sq
     assert read_policy_file(path) == replay.policy
     initial, changes = RayReplay._load_policy(None, str(path))
     assert initial == replay.policy.initial_config and [tuple(c) for c in changes] == list(replay.policy.changes)
+
+
+SCHEDULE = [["t1", "t0", 2, 2, {"h": 0.1}, {"h": 0.4}], ["t2", "t1", 4, 5, {"h": 0.4}, {"h": 0.7}]]
+EXPECTED = [0.1, 0.1, 0.4, 0.4, 0.4, 0.7, 0.7, 0.7]  # the h of steps 1..8
+
+
+def _policy_file(tmp_path):
+    path = tmp_path / "pbt_policy_t2.txt"
+    path.write_text("".join(json.dumps(r) + "\n" for r in SCHEDULE))
+    return path
+
+
+class InterruptAt(tune.Callback):
+    """Ctrl-C in the driver once a trial reported ``iteration``."""
+
+    def __init__(self, iteration):
+        self.iteration = iteration
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result["training_iteration"] == self.iteration:
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_replay_resumes_on_schedule(tmp_path):
+    def run(**kwargs):
+        return tune.run(Lineage, scheduler=PopulationBasedTrainingReplay(_policy_file(tmp_path)),
+                        stop={"training_iteration": len(EXPECTED)}, checkpoint_freq=1, checkpoint_at_end=True,
+                        resources_per_trial={"cpu": 0.5}, storage_path=str(tmp_path), name="replay", verbose=0,
+                        **kwargs)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(callbacks=[InterruptAt(4)])  # after the first change, before the second
+    analysis = run(resume=True)
+    (trial,) = analysis.trials
+    assert list(analysis.trial_dataframes[trial.trial_id]["h"]) == EXPECTED
+    assert _history(trial) == EXPECTED
+    assert [(r["iteration"], r["new_config"]) for r in analysis.exploits] == [(2, {"h": 0.4}), (5, {"h": 0.7})]
+
+
+def checkpointing_function(config):
+    """A function trainable whose weights are the h of its steps, checkpointed every step."""
+    checkpoint = tune.get_checkpoint()
+    history = []
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "history.json")) as f:
+            history = json.load(f)
+    while True:
+        history.append(config["h"])
+        directory = os.path.join(tune.get_context().get_trial_dir(), f"step_{len(history)}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "history.json"), "w") as f:
+            json.dump(history, f)
+        tune.report({"h": config["h"], "age": len(history)}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def silent_function(config):
+    for step in range(1, len(EXPECTED) + 1):
+        tune.report({"h": config["h"], "age": step})  # no checkpoint: it cannot be paused to switch
+
+
+def test_a_function_trainable_switches_on_its_reported_checkpoints(tmp_path, caplog):
+    analysis = tune.run(checkpointing_function, scheduler=PopulationBasedTrainingReplay(_policy_file(tmp_path)),
+                        stop={"training_iteration": len(EXPECTED)}, resources_per_trial={"cpu": 0.5},
+                        storage_path=str(tmp_path), name="function", verbose=0)
+    frame = analysis.trial_dataframes[analysis.trials[0].trial_id]
+    assert list(frame["h"]) == EXPECTED and list(frame["age"]) == list(range(1, len(EXPECTED) + 1))
+
+    silent = tune.run(silent_function, scheduler=PopulationBasedTrainingReplay(_policy_file(tmp_path)),
+                      resources_per_trial={"cpu": 0.5}, storage_path=str(tmp_path), name="silent", verbose=0)
+    frame = silent.trial_dataframes[silent.trials[0].trial_id]
+    assert list(frame["h"]) == [0.1] * len(EXPECTED)  # it keeps its first config, with a warning per change
+    assert caplog.text.count("cannot change trial") == 2 and not silent.exploits
