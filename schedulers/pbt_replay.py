@@ -9,7 +9,9 @@ checkpoint of its own and restarts from it with the new config applied on top (t
 exploit path with the trial as its own donor, so ``reset_config`` is used where the trainable
 has it, and the change is recorded in the store like an exploit). No other trial's checkpoint
 is ever loaded. A trainable that cannot checkpoint (a function that reports no checkpoint)
-cannot switch: each change is then skipped with a warning.
+cannot switch: each change is then skipped with a warning. The trial's config is compared with
+the schedule's at each result, so a resumed replay carries on where it was (results replayed from
+the store into a resumed sweep are not decided on again).
 
 The schedule comes from one of:
 
