@@ -138,3 +138,12 @@ def test_stored_exploits_are_followed_back_through_the_weights_lineage():
     results = {"a": [{"training_iteration": i, "timestamp": float(i * 3)} for i in range(1, 6)]}
     assert policy_records("b", initial_configs=initial, exploits=undated, checkpoints=[], results=results) == [
         ["b", "a", 4, 3, {"h": 1}, {"h": 10}]]
+
+
+def test_docstring_examples():
+    import doctest
+
+    import schedulers.pbt_replay
+
+    failures, tried = doctest.testmod(schedulers.pbt_replay)
+    assert failures == 0 and tried > 0

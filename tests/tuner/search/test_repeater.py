@@ -216,3 +216,12 @@ def test_metric_and_mode_are_the_wrapped_searchers_and_a_limiter_limits_groups()
     limited.on_trial_complete("b", {"loss": 3.0})
     assert isinstance(limited.suggest("c"), dict)
     assert math.isclose(limited.searcher.searcher.study.trials[0].value, 2.0)
+
+
+def test_docstring_example():
+    import doctest
+
+    import tuner.search.repeater
+
+    failures, tried = doctest.testmod(tuner.search.repeater)
+    assert failures == 0 and tried > 0
