@@ -4,6 +4,7 @@ from schedulers.asha import ASHAScheduler, AsyncHyperBandScheduler
 from schedulers.hyperband import HyperBandScheduler
 from schedulers.median_stopping import MedianStoppingRule
 from schedulers.pbt import PopulationBasedTraining
+from schedulers.pbt_replay import PopulationBasedTrainingReplay
 from schedulers.trial_scheduler import (
     ERROR,
     PAUSED,
@@ -30,6 +31,7 @@ __all__ = [
     "HyperBandScheduler",
     "MedianStoppingRule",
     "PopulationBasedTraining",
+    "PopulationBasedTrainingReplay",
     "TrialLike",
     "TrialScheduler",
     "TrialStatus",

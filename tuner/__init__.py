@@ -10,7 +10,7 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__", "export_tensorboard", "tune"]
+__all__ = ["__version__", "export_pbt_policy", "export_tensorboard", "tune"]
 
 
 def __getattr__(name: str):  # noqa: ANN202 - lazy: ``import tuner`` stays light
@@ -19,4 +19,9 @@ def __getattr__(name: str):  # noqa: ANN202 - lazy: ``import tuner`` stays light
 
         globals()[name] = export_tensorboard
         return export_tensorboard
+    if name == "export_pbt_policy":
+        from tuner.pbt_policy import export_pbt_policy
+
+        globals()[name] = export_pbt_policy
+        return export_pbt_policy
     raise AttributeError(f"module 'tuner' has no attribute {name!r}")

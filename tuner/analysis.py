@@ -322,7 +322,8 @@ class ExperimentAnalysis:
     def exploits(self) -> list[dict[str, Any]]:
         """PBT lineage, oldest first: trial_id took donor_trial_id's checkpoint at iteration,
         going from old_config to new_config."""
-        return self._store.exploits(self._experiment_id)
+        return [{**r, "checkpoint_path": self._moved(r.get("checkpoint_path"))}
+                for r in self._store.exploits(self._experiment_id)]
 
     def checkpoints(self, trial_id: str | None = None, *, include_deleted: bool = False) -> list[dict[str, Any]]:
         """Recorded checkpoints (of one trial, or all), oldest first: trial_id, path, iteration,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import pickle
 import runpy
 import signal
 import subprocess
@@ -30,8 +31,10 @@ RAY_TUNE_IMPORTS = (
     ("from tuner.tune import ", "from ray.tune import "),
     ("from schedulers import ", "from ray.tune.schedulers import "),
     ("from tuner.search.optuna import ", "from ray.tune.search.optuna import "),
+    ("from tuner.search import ", "from ray.tune.search import "),
 )
-SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py")
+SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py", "repeater.py",
+                "pbt_replay.py")
 
 
 def ray_tune_version(source: str) -> str:
@@ -178,6 +181,45 @@ def test_tuner_restore_after_an_interrupted_fit(tmp_path, monkeypatch):
         resumed = analysis.results_df["resumed_from"]
         assert (resumed > 0).any(), "no interrupted trial went on from its checkpoint"
         assert analysis.get_best_config() == {"x": 4}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_repeater_with_optuna(tmp_path, monkeypatch):
+    from optuna.trial import TrialState
+
+    from tuner.search import OptunaSearch, Repeater
+
+    _run_script("repeater.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "repeater") as analysis:
+        trials = {t.trial_id: t for t in analysis.trials}
+        db = Path(analysis.experiment_path) / "tuner.db"
+    assert len(trials) == 12 and {t.status for t in trials.values()} == {"TERMINATED"}
+    # The stored searcher state: four groups of three, each told to Optuna as its mean.
+    (blob,) = [b for (b,) in _rows(db, "SELECT value FROM experiment_state WHERE key = 'searcher'")]
+    searcher = Repeater(OptunaSearch(seed=3), repeat=3)
+    searcher.load_state_dict(pickle.loads(blob))
+    assert len(searcher.groups) == 4 and all(g["told"] for g in searcher.groups)
+    told = searcher.searcher.study.get_trials(deepcopy=False)
+    assert [t.state for t in told] == [TrialState.COMPLETE] * 4
+    for group, ot_trial in zip(searcher.groups, told):
+        members = [trials[tid] for tid in group["trials"]]
+        assert [t.config["__trial_index__"] for t in members] == [0, 1, 2]
+        assert {t.config["x"] for t in members} == {ot_trial.params["x"]}
+        assert ot_trial.value == pytest.approx(sum(t.last_result["loss"] for t in members) / 3)
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_pbt_replay_of_a_policy_file(tmp_path, monkeypatch):
+    _run_script("pbt_replay.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "pbt_replay") as analysis:
+        (trial,) = analysis.trials
+        frame = analysis.trial_dataframes[trial.trial_id]
+        assert list(frame["lr"]) == [0.01] * 3 + [0.012] * 3 + [0.0096] * 3
+        assert trial.config == {"lr": 0.0096} and trial.status == "TERMINATED"
+        # Each change is on record as an exploit of the trial's own checkpoint at that step.
+        changes = [(r["donor_trial_id"], r["iteration"], r["old_config"], r["new_config"]) for r in analysis.exploits]
+        assert changes == [(trial.trial_id, 3, {"lr": 0.01}, {"lr": 0.012}),
+                           (trial.trial_id, 6, {"lr": 0.012}, {"lr": 0.0096})]
 
 
 def _count(db: Path, sql: str) -> int:

@@ -363,6 +363,10 @@ class Controller:
         check_feasible(pgf, self._pool.nodes, f"resources of trial {trial.trial_name}")
         self._trials.append(trial)
         self._scheduler.on_trial_add(self, trial)
+        if trial.config is not config:  # the scheduler set the trial's config (a PBT replay's first one)
+            config = trial.config
+            trial.placement_group_factory = pgf = self._resources_for(config)
+            check_feasible(pgf, self._pool.nodes, f"resources of trial {trial.trial_name}")
         with self._store.batch():  # the trial and the searcher state that made it land together
             self._store.add_trial(self._experiment_id, trial_id, trial.index, config, TrialStatus.PENDING, config_blob=_blob(config))
             self._store.update_trial(trial_id, trial_dir=trial.trial_dir)
@@ -473,7 +477,8 @@ class Controller:
             donor.checkpoint_path,
         )
         time_total = float((trial.last_result or {}).get("time_total_s", 0.0))
-        trial.own_progress = (trial.iteration, time_total)
+        # Its own checkpoint (a PBT replay changing its config) holds its own counters already.
+        trial.own_progress = None if donor is trial else (trial.iteration, time_total)
         trial.config = new_config
         trial.checkpoint_path = donor.checkpoint_path
         self._store.update_trial(

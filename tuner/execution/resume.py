@@ -129,6 +129,7 @@ def _restore_own_progress(trials: list[Trial], exploits: list[dict[str, Any]], r
     last: dict[str, dict[str, Any]] = {}
     for row in exploits:  # oldest first: the last one per trial wins
         last[row["trial_id"]] = row
+    last = {tid: row for tid, row in last.items() if row["donor_trial_id"] != tid}  # its own checkpoint: its own counters
     holding = {t.trial_id: int(last[t.trial_id]["iteration"]) for t in trials
                if t.trial_id in last and t.checkpoint_path and last[t.trial_id]["checkpoint_path"] == t.checkpoint_path}
     times = {result["trial_id"]: float(result.get("time_total_s", 0.0)) for result in results

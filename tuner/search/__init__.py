@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .basic_variant import BasicVariantGenerator
 from .concurrency_limiter import ConcurrencyLimiter
+from .repeater import TRIAL_INDEX, Repeater
 from .searcher import Searcher
 from .space import (
     Categorical,
@@ -41,6 +42,8 @@ __all__ = [
     "BasicVariantGenerator",
     "OptunaSearch",
     "ConcurrencyLimiter",
+    "Repeater",
+    "TRIAL_INDEX",
     "Domain",
     "Float",
     "Integer",
