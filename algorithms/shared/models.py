@@ -126,7 +126,8 @@ class EncoderModel(nn.Module):
         for module in self.encoder.modules():
             if isinstance(module, (nn.Conv2d, nn.Linear)):
                 nn.init.orthogonal_(module.weight, gain=math.sqrt(2))
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
         self.mlp = MLPModel(self.encoder.features, dist_size, hidden_sizes, activation, shared_layers, free_log_std)
 
     def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
