@@ -32,9 +32,10 @@ Printed: per variant the mean, median, standard error and spread of that return 
 variants share a seed's first weights; SB3's seed is another stream of numbers, so its pairing
 with ours is by name only (the SE is then that of two independent samples, about).
 
-    python benchmarks/return_gap.py                           # 10 seeds x 2 lrs x 3 variants, ~10 min
+    python benchmarks/return_gap.py                           # 10 seeds x 2 lrs x 3 variants, 10-20 min on 2 cores
     python benchmarks/return_gap.py --variants sb3,sync --seeds 30 --save /tmp/gap.json
     python benchmarks/return_gap.py --variants sync --seeds 30 --load /tmp/gap.json:before
+    python benchmarks/return_gap.py --variants "" --load a.json:x --load b.json:x   # the tables of saved runs
 
 ``--save`` writes every run (its curve too) to a JSON file; ``--load FILE[:LABEL]`` adds the runs
 of such a file to the tables without running them again (their variants named ``VARIANT@LABEL``;
