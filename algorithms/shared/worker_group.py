@@ -45,6 +45,13 @@ _RemoteRolloutWorker = ray.remote(  # type: ignore[call-overload]
 #: Sample requests are numbered across the trainers of this process: an abort covers one trainer's.
 _requests = itertools.count()
 
+#: Streams: a batch may hold this share of steps beyond the steps asked for (a take never stops
+#: exactly there); the steps beyond it wait for the next batch (``WorkerGroup._keep``).
+BATCH_SLACK = 0.05
+#: Streams: while a batch lacks more than its slack, the learner waits for this share of what it
+#: lacks before it takes, and for the rest with later takes (``WorkerGroup._aim``).
+APPROACH = 0.8
+
 #: Actors of stopped trainers, by (placement group id, bundle index), ready for the next trainer.
 _parked: dict[tuple[str, int], Any] = {}
 
@@ -298,9 +305,9 @@ class WorkerGroup:
         for the learner (the actors keep sampling while it learns, and load the new weights
         between two steps as soon as they arrive, so only the steps sampled meanwhile are one
         version behind). The learner takes every actor's steps when the total should have
-        reached ``min_slots``, judged from the rate of the last takes, and again for any
-        shortfall. A batch holds ``min_slots`` env steps or a few more, however unevenly the envs
-        stepped: steps beyond that wait for the next batch (see :meth:`_keep`)."""
+        reached part of ``min_slots`` (judged from the rate of the last takes), then again for
+        the rest (see :meth:`_aim`). A batch holds ``min_slots`` env steps or a few more, however
+        unevenly the envs stepped: steps beyond that wait for the next batch (see :meth:`_keep`)."""
         self.start_streams()
         carried, self._carry = self._carry, []
         fresh: list[Fragment] = []
@@ -311,9 +318,27 @@ class WorkerGroup:
             self._launch_deferred()
             self._check_streams()
             if slots < min_slots:
-                time.sleep(self._wait_for(min_slots - slots))
+                time.sleep(self._wait_for(self._aim(min_slots - slots, min_slots, len(self.actors))))
             slots += self._take_all(fresh)
         return self._keep(carried, fresh, min_slots)
+
+    @staticmethod
+    def _aim(need: int, min_slots: int, actors: int) -> int:
+        """How many of the ``need`` steps a batch still lacks to wait for before the next take:
+        all of them once they are within the batch's slack (:data:`BATCH_SLACK`) or a step of
+        each of the ``actors`` (a take is no finer: an off-policy trainer's rounds of a few
+        steps take once), else :data:`APPROACH` of them.
+
+        The wait is judged from a rate that a few slow steps put off by several percent, and a
+        take that overshoots leaves its excess for the next batch, where it is stale: sampled
+        with the weights before this batch's update, so one version behind the learner (and
+        weighted, see ``PPO._correct_stale``), which costs return at equal env steps. Approached
+        in a few takes (a round of calls of a few milliseconds each), a batch is filled with the
+        steps sampled with the current weights, and only those sampled while the learner learns
+        are behind."""
+        if need <= max(min_slots * BATCH_SLACK, actors):
+            return need
+        return max(1, math.ceil(need * APPROACH))
 
     def _wait_for(self, slots: int) -> float:
         """Seconds until the streams should hold ``slots`` more steps than at the last take."""
@@ -358,7 +383,7 @@ class WorkerGroup:
             if budget <= 0:
                 self._carry.extend(group)
                 continue
-            if size <= budget * 1.05:
+            if size <= budget * (1 + BATCH_SLACK):
                 kept.extend(group)
                 budget -= size
                 continue

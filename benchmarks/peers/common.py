@@ -147,7 +147,7 @@ def _slow_cartpole_class() -> type:
     a cost no SB3 user has."""
     module = sys.modules.get(_ENV_MODULE)
     if module is None:
-        spec = importlib.util.spec_from_file_location(_ENV_MODULE, ROOT / "algorithms" / "envs.py")
+        spec = importlib.util.spec_from_file_location(_ENV_MODULE, ROOT / "algorithms" / "shared" / "envs.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[_ENV_MODULE] = module
         spec.loader.exec_module(module)

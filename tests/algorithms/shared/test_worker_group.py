@@ -323,3 +323,22 @@ def test_rollout_actors_not_up_when_the_wait_ends_start_as_the_streams_run():
         assert ray.get(group.actors[3].ready.options(concurrency_group="control").remote())
     finally:
         group.stop()
+
+
+@pytest.mark.parametrize("judged_short", [1.0, 1.15, 1.3])
+def test_a_streamed_batch_is_approached_in_takes_that_stay_within_its_slack(judged_short):
+    # The learner waits for a batch's steps judged from the streams' rate, which a few slow env
+    # steps put off; a take that brings more than the batch's slack leaves the excess for the
+    # next batch, where it is stale. Here the envs step ``judged_short`` times faster than judged
+    # (every take brings that many times the steps waited for): one take aimed at the whole
+    # batch overshoots its slack, takes aimed at part of what is lacking do not.
+    from algorithms.shared.worker_group import BATCH_SLACK, WorkerGroup
+
+    min_slots, slots, takes = 2048, 0, 0
+    while slots < min_slots:
+        slots += round(WorkerGroup._aim(min_slots - slots, min_slots, actors=8) * judged_short)
+        takes += 1
+    assert min_slots <= slots <= min_slots * (1 + BATCH_SLACK)
+    assert takes <= 4  # each take is a round of calls to every actor: a few, not one per step
+    # a batch of a few steps (an off-policy trainer's round) is not worth a take per step
+    assert [WorkerGroup._aim(need, 4, actors=2) for need in (4, 3, 1)] == [4, 3, 1]
