@@ -138,6 +138,16 @@ class Trainable:
         """The trial this trainable runs as; None outside a sweep."""
         return self._trial_info
 
+    @property
+    def trial_resources(self) -> Any:
+        """The resources this trial runs with, as a PlacementGroupFactory (Ray Tune's property);
+        None outside a sweep. A ``ResourceChangingScheduler`` restarting the trial changes them."""
+        if self._trial_info is None:
+            return None
+        from tuner.execution.resources import PlacementGroupFactory
+
+        return PlacementGroupFactory(list(self._trial_info.resources))
+
     def set_trial_info(self, info: TrialInfo | None) -> None:
         """Run as trial ``info`` from now on (the trial actor, after an exploit)."""
         self._trial_info = info
