@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, cast, runtime_checkable
 
 from schedulers._common import arg_error, check_bool, check_mode, check_optional_name, plain
 from schedulers.trial_scheduler import ControllerLike, FIFOScheduler, TrialLike, TrialScheduler
@@ -90,6 +90,11 @@ def same_bundles(a: Bundles, b: Bundles) -> bool:
     def norm(bundles: Bundles) -> list[list[tuple[str, float]]]:
         return [sorted((k, round(v, 9)) for k, v in bundle.items() if v) for bundle in bundles]
     return norm(a) == norm(b)
+
+
+def _resources(trial: Any) -> Any:
+    """A trial's current resources (``placement_group_factory``: beyond what ``TrialLike`` promises)."""
+    return trial.placement_group_factory
 
 
 def _total(bundles: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -182,7 +187,7 @@ class DistributeResources:
         total = controller.cluster_resources()
         available = {k: total.get(k, 0.0) - self.reserve_resources.get(k, 0.0) for k in _KEYS}
         live = controller.get_live_trials()
-        used = _total([b for t in live for b in bundles_of(t.placement_group_factory)])
+        used = _total([b for t in live for b in bundles_of(_resources(t))])
         free = {k: available[k] - used.get(k, 0.0) for k in _KEYS}
         added = self._new_added(trial, live, base, unit, available, free)
         return self._combine(base, added, unit, limit=False)
@@ -210,7 +215,7 @@ class DistributeResources:
             for k in _KEYS:
                 left[k] -= got[k]
             i += 1
-        current = self._added(bundles_of(trial.placement_group_factory), base)
+        current = self._added(bundles_of(_resources(trial)), base)
         return self._modify(current, unit, free, max_increase_by_times=share_of_first)
 
     def _multiplier(self, unit: Mapping[str, float], amounts: Mapping[str, float], max_multiplier: int = -1) -> int:
@@ -303,11 +308,11 @@ class DistributeResourcesToTopJob(DistributeResources):
 
         def score(t: Any) -> float:
             value = (t.last_result or {}).get(metric)
-            return sign * float(value) if is_number(value) else -math.inf
+            return sign * float(cast(float, value)) if is_number(value) else -math.inf
 
         ranked = sorted(live, key=score, reverse=True)
-        added = self._added(bundles_of(trial.placement_group_factory), base)
-        best = next((t for t in ranked if self._below_limit(bundles_of(t.placement_group_factory), base)), ranked[0])
+        added = self._added(bundles_of(_resources(trial)), base)
+        best = next((t for t in ranked if self._below_limit(bundles_of(_resources(t)), base)), ranked[0])
         if trial.trial_id != best.trial_id and self._multiplier(unit, free) >= 0:
             return added
         return self._modify(added, unit, free)

@@ -218,6 +218,8 @@ class DistributedTrainer(Trainable):
         return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
 
     supports_elastic_resources: ClassVar[bool] = True
+    workers: WorkerGroup  # built in setup
+    _resized: int
 
     @classmethod
     def accepts_resources(cls, config: Mapping[str, Any], bundles: Any, prepared: Any = None) -> bool:
