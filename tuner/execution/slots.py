@@ -86,6 +86,10 @@ class SlotPool:
                 for name, amount in bundle.items():
                     need[name] = need.get(name, 0.0) + amount
             self.read_cluster_resources()
+            if self.cpu_share is not None:  # growth keeps the sweep within its share, as new trials do
+                budget = self.cpu_share * self._total.get("CPU", 0.0)
+                if self._held().get("CPU", 0.0) + need.get("CPU", 0.0) > budget + 1e-9:
+                    return None
             if not fits(need, self._available()):
                 while self._idle:  # idle groups wait for a trial of their shape: a running one comes first
                     self._destroy(self._idle.pop())
