@@ -69,6 +69,11 @@ class Host:
     def stop(self):
         self.trainer.stop()
 
+    def parked(self):
+        from algorithms.shared import worker_group
+
+        return sorted(index for _, index in worker_group._parked)
+
 
 def same_learner(a, b) -> bool:
     """Weights, optimiser state and counters equal; and the optimiser state is not empty."""
@@ -121,8 +126,18 @@ def test_rollout_actors_grow_and_shrink_with_the_bundles(sample_async):
             assert result["num_workers"] == 2
             steps.append(result["env_steps_total"])
         assert steps == sorted(steps) and len(set(steps)) == len(steps)  # counters went on
-    finally:
+
+        # grown again, then the trainer stops (its trial ends): the actors of its own group are
+        # parked for the next trial of that group, the extensions' killed with their groups to come
+        assert ray.get(host.update.remote(grown, extensions)) is True
+        actors = ray.get(host.actors.remote())
+        ray.get(host.train.remote())
         ray.get(host.stop.remote())
+        assert ray.get(host.parked.remote()) == [1, 2]
+        for i in (3, 4):
+            with pytest.raises(RayActorError):
+                ray.get(actors[i].ready.options(concurrency_group="control").remote(), timeout=30)
+    finally:
         ray.kill(host)
         for group in [pg] + extensions:
             remove_placement_group(group)
