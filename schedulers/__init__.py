@@ -5,6 +5,11 @@ from schedulers.hyperband import HyperBandScheduler
 from schedulers.median_stopping import MedianStoppingRule
 from schedulers.pbt import PopulationBasedTraining
 from schedulers.pbt_replay import PopulationBasedTrainingReplay
+from schedulers.resource_changing import (
+    DistributeResources,
+    DistributeResourcesToTopJob,
+    ResourceChangingScheduler,
+)
 from schedulers.trial_scheduler import (
     ERROR,
     PAUSED,
@@ -27,11 +32,14 @@ __all__ = [
     "ASHAScheduler",
     "AsyncHyperBandScheduler",
     "ControllerLike",
+    "DistributeResources",
+    "DistributeResourcesToTopJob",
     "FIFOScheduler",
     "HyperBandScheduler",
     "MedianStoppingRule",
     "PopulationBasedTraining",
     "PopulationBasedTrainingReplay",
+    "ResourceChangingScheduler",
     "TrialLike",
     "TrialScheduler",
     "TrialStatus",

@@ -231,6 +231,7 @@ class RolloutWorker:
         obs, _ = self.envs.reset(seed=env_seed)  # a vector env seeds its env i with env_seed + i
         self.obs = self.obs_space.stored(obs)
         self.prev_done = np.zeros(num_envs, dtype=bool)  # env i resets at its next step
+        self._slots_sampled = 0  # env steps (reset steps included) sampled for this trial
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
         self.ep_len = np.zeros(num_envs, dtype=np.int64)
         with self._lock:
@@ -317,6 +318,12 @@ class RolloutWorker:
             with lock:  # a step and the observation after it are taken together or not at all
                 self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version))
                 self.obs = next_obs
+                self._slots_sampled += len(rewards)
+
+    def slots_sampled(self) -> int:
+        """Env steps (reset steps included) this worker sampled for its trial: a trainer letting it
+        go checks every one of them reached a batch."""
+        return self._slots_sampled
 
     def push_weights(self, weights_version: int, weights_box: list[Any]) -> None:
         """New weights for a running :meth:`stream`: fetched here, loaded by the sampling thread
@@ -390,6 +397,7 @@ class RolloutWorker:
             actions_buf[t] = actions
             obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
         obs = space.stored(obs)  # the last one, kept: the env may reuse its buffer
+        self._slots_sampled += T * N
         last_values = policy.value(obs)  # V(last obs): bootstrap at the fragment's end
         self.obs = obs
         done = term_buf | trunc_buf

@@ -14,7 +14,11 @@
   ``num_workers=0``, one rollout worker in the learner's process), reused from trial to trial of
   a sweep, weights broadcast with one ``ray.put`` per iteration, synchronous or asynchronous
   fragment collection, and replacement of an actor that died;
-* the metric window (the last 100 completed episodes), counters, timings and checkpoints.
+* the metric window (the last 100 completed episodes), counters, timings and checkpoints;
+* elastic resources (``update_resources``, driven by a ``ResourceChangingScheduler`` with
+  ``DistributeResources(add_bundles=True)``): one rollout actor per bundle past the learner's, so
+  the trial's rollout actors grow and shrink with its bundles while the learner, its optimiser
+  and counters go on untouched, and no sampled step is lost.
 
 An iteration is ``training_step``: by default (on-policy) it samples ``train_batch_size`` env
 steps, and the subclass's ``postprocess_fragments`` makes them a train batch for its
@@ -213,6 +217,36 @@ class DistributedTrainer(Trainable):
             return [learner]
         return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
 
+    supports_elastic_resources: ClassVar[bool] = True
+    workers: WorkerGroup  # built in setup
+    _resized: int
+
+    @classmethod
+    def accepts_resources(cls, config: Mapping[str, Any], bundles: Any, prepared: Any = None) -> bool:
+        """Whether a running trial takes ``bundles`` in place: it has rollout actors with a bundle
+        each, and every bundle past its own request holds a rollout actor (CPUs only, at least
+        ``num_cpus_per_worker``): each is one more actor."""
+        c = prepared.config if isinstance(prepared, ResolvedTrial) else cls.resolve_config(config)
+        cpus = float(c["num_cpus_per_worker"])
+        own = 1 + int(c["num_workers"])
+        if not c["num_workers"] or cpus <= 0 or len(bundles) < own:
+            return False
+        return all(set(b) <= {"CPU"} and b.get("CPU", 0.0) + 1e-9 >= cpus for b in bundles[own:])
+
+    def update_resources(self, new_resources: list[dict[str, float]], placement_groups: Any = ()) -> bool:
+        """Take the trial's new bundles in place: one rollout actor per bundle past the learner's,
+        those past the trial's own group in ``placement_groups`` (one each). New actors join the
+        sampling as they come up; actors let go finish and their steps go into the next batch (see
+        ``WorkerGroup.resize``). The learner is untouched. False when this trainer samples in its
+        learner's process or the bundles do not match its own group plus ``placement_groups``."""
+        groups = list(placement_groups)
+        if self.workers.local is not None or len(new_resources) != 1 + self.cfg["num_workers"] + len(groups):
+            return False
+        started, retired = self.workers.resize(groups)
+        self._resized += started + retired
+        self._layout = sampling_layout({**self.cfg, "num_workers": self.workers.num_workers})
+        return True
+
     @classmethod
     def prepare_trial(cls, config: Mapping[str, Any]) -> ResolvedTrial:
         """The trial's config resolved in the driver (see ``Trainable.prepare_trial``): its
@@ -330,6 +364,7 @@ class DistributedTrainer(Trainable):
         if rollout is None:
             self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
             self.workers.set_weights(self.policy.get_weights)
+        self._resized = 0  # actors started or let go by update_resources
         self._setup_done_at = time.perf_counter()
         self._start_reported = False  # the rollout actors' start goes with the first result
 
@@ -387,7 +422,7 @@ class DistributedTrainer(Trainable):
         """(vector steps per fragment, fragments) for ``env_steps`` env steps (default
         ``train_batch_size``), spread over the workers and their envs."""
         c = self.cfg
-        workers = max(1, c["num_workers"])
+        workers = max(1, self.workers.num_workers if hasattr(self, "workers") else c["num_workers"])
         env_steps = c["train_batch_size"] if env_steps is None else env_steps
         steps = math.ceil(env_steps / (workers * c["num_envs_per_worker"]))
         return steps, workers
@@ -442,6 +477,7 @@ class DistributedTrainer(Trainable):
             "sample_time_s": sample_s,
             "learn_time_s": end - start - sample_s,
             "num_worker_restarts": self.workers.num_restarts,
+            "num_workers": self.workers.num_workers,  # rollout actors now (elastic: see update_resources)
             "sampling_layout": self._layout,
             "learner": self.learner_name,
             "learner_device": str(self.device),

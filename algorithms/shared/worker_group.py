@@ -13,6 +13,13 @@ Three ways to sample: :meth:`WorkerGroup.sample` synchronously (every actor its 
 batch, with the current weights) or with asynchronous requests (the first fragments to arrive),
 and :meth:`WorkerGroup.stream` (every actor steps its envs without pause; the learner takes what
 they sampled).
+
+Elastic (``resize``, a ``ResourceChangingScheduler`` growing or shrinking the trial): actors past
+the group's own are placed each in an extension placement group of one bundle (a Ray placement
+group cannot be resized, so the trial's extra CPUs are groups of their own). New actors join the
+running streams (or the next requests) as they come up; an actor let go finishes: its stream is
+stopped between two env steps and everything it sampled goes into the next batch (a request in
+flight is waited for and its fragment kept), then it is killed, never parked: its group goes.
 """
 
 from __future__ import annotations
@@ -133,6 +140,13 @@ class WorkerGroup:
         self._deferred: list[int] = []  # indices whose actors start once earlier ones are up
         self._starting: dict[ray.ObjectRef, int] = {}  # ``ready`` of the new actors still starting
         self._streaming = False  # streams were started and not paused: a deferred actor streams at once
+        self.base_workers = num_workers  # the actors in the trial's own group; more are in extensions
+        self._extension: dict[int, Any] = {}  # worker index -> its extension group (bundle 0)
+        self._stream_request: dict[int, int] = {}  # worker index -> its running stream's request number
+        self._taken_slots: Counter[int] = Counter()  # worker index -> env steps taken from it
+        self._orphans: list[Fragment] = []  # fragments of actors let go, for the next sample()
+        #: Actors let go: (index, env steps it sampled, env steps taken from it): equal, or a step was lost.
+        self.retired: list[tuple[int, int, int]] = []
         if num_workers == 0:
             self.local = RolloutWorker(**worker_kwargs, worker_index=0, single_thread=False, policy=local_policy)
             self.start_s = 0.0
@@ -203,7 +217,10 @@ class WorkerGroup:
 
     def _start_actor(self, index: int) -> Any:
         options: dict[str, Any] = {"num_cpus": self._cpus}
-        if self._pg is not None:
+        if index in self._extension:
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                placement_group=self._extension[index], placement_group_bundle_index=0)
+        elif self._pg is not None:
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self._pg,
                 placement_group_bundle_index=index if self._cpus > 0 else -1,
@@ -263,7 +280,7 @@ class WorkerGroup:
                 continue
             self._received(index, fragment)
             fragments.append(fragment)
-            if queue_depth:
+            if queue_depth and self.actors.get(index) is actor:
                 self._submit(index, num_steps)
         return fragments
 
@@ -283,6 +300,7 @@ class WorkerGroup:
         """
         if self.local is not None:
             return [self.local.sample(num_steps) for _ in range(num_fragments)]
+        orphans, self._orphans = self._orphans, []
         while self._deferred:  # requests go to every actor: none waits for another's start
             self._launch(self._deferred.pop(0))
         self._starting.clear()
@@ -291,10 +309,11 @@ class WorkerGroup:
             for index in self.actors:
                 for _ in range(requests_per_worker - queued[index]):
                     self._submit(index, num_steps)
-            return self._collect(num_steps, num_fragments, queue_depth=requests_per_worker)
+            want = max(num_fragments - len(orphans), 0)
+            return orphans + self._collect(num_steps, want, queue_depth=requests_per_worker)
         for index in self.actors:
             self._submit(index, num_steps)
-        return self._collect(num_steps, len(self.actors), queue_depth=0)
+        return orphans + self._collect(num_steps, len(self.actors), queue_depth=0)
 
     # -- streaming ----------------------------------------------------------------------------
     def stream(self, min_slots: int) -> list[Fragment]:
@@ -440,7 +459,7 @@ class WorkerGroup:
         self._streaming = False
 
     def _start_stream(self, index: int) -> None:
-        self._last_request = next(_requests)
+        self._last_request = self._stream_request[index] = next(_requests)
         self._streams[index] = self.actors[index].stream.remote(self._version, [self._weights_ref], self._last_request)
 
     def _replace_stream(self, index: int, error: BaseException) -> None:
@@ -465,6 +484,7 @@ class WorkerGroup:
         if self.start_s is None:
             self.start_s = time.perf_counter() - self.created_at - fragment.sample_time_s
         self._failures.pop(index, None)
+        self._taken_slots[index] += fragment.slots
         if fragment.node is not None:
             self.nodes[index] = fragment.node
 
@@ -475,7 +495,7 @@ class WorkerGroup:
             self.local.close()
         group_id = self._group_id()
         for index, actor in self.actors.items():
-            if group_id is None:
+            if group_id is None or index in self._extension:  # an extension's group goes with the trial
                 _kill(actor)
                 continue
             if self._inflight or self._streams:
@@ -487,3 +507,65 @@ class WorkerGroup:
         self._streaming = False
         self._deferred.clear()  # never started: the next trainer of this group starts them
         self._starting.clear()
+        self._extension.clear()
+        self.num_workers = self.base_workers
+
+    # -- elastic ---------------------------------------------------------------------------------
+    def resize(self, groups: list[Any]) -> tuple[int, int]:
+        """Run ``base_workers + len(groups)`` actors, actor ``base_workers + 1 + i`` in ``groups[i]``
+        (bundle 0). New actors start (and stream, when streams run); actors past the new count are
+        let go without losing a sampled step (see the module's docstring). Returns (started, let go)."""
+        if self.local is not None:
+            raise ValueError("resize: this trainer samples in the learner's process (num_workers=0)")
+        target = self.base_workers + len(groups)
+        started = retired = 0
+        for index in sorted(i for i in list(self.actors) + self._deferred if i > target):
+            if index in self._deferred:
+                self._deferred.remove(index)
+            else:
+                self._retire(index)
+            self._extension.pop(index, None)
+            retired += 1
+        for i, group in enumerate(groups):
+            index = self.base_workers + 1 + i
+            if self._extension.get(index) is not group and index in self.actors:
+                self._retire(index)  # its group changed under it: start again in the new one
+                retired += 1
+            self._extension[index] = group
+            if index not in self.actors and index not in self._deferred:
+                self._launch(index)
+                started += 1
+        self.num_workers = target
+        return started, retired
+
+    def _retire(self, index: int) -> None:
+        """Let actor ``index`` go: its stream stopped between two steps and everything it sampled
+        kept for the next batch (or its requests in flight waited for), then the actor killed."""
+        actor = self.actors.pop(index)
+        stream = self._streams.pop(index, None)
+        if stream is not None:
+            actor.abort.options(concurrency_group="control").remote(self._stream_request.pop(index))
+            try:
+                ray.get(stream)
+                rest = ray.get(actor.take.options(concurrency_group="control").remote())
+            except RayActorError:  # died meanwhile: nothing more to take
+                rest = None
+            if rest is not None:
+                self._received(index, rest)
+                self._carry.append(rest)
+        for ref, (other, _) in list(self._inflight.items()):
+            if other == index:
+                del self._inflight[ref]
+                try:
+                    fragment = ray.get(ref)
+                except RayActorError:
+                    continue
+                if fragment is not None:
+                    self._received(index, fragment)
+                    self._orphans.append(fragment)
+        try:
+            sampled = int(ray.get(actor.slots_sampled.options(concurrency_group="control").remote()))
+        except RayActorError:
+            sampled = -1
+        self.retired.append((index, sampled, self._taken_slots.pop(index, 0)))
+        _kill(actor)

@@ -8,10 +8,12 @@ from typing import Any, Callable
 
 from schedulers import (
     ASHAScheduler,
+    DistributeResources,
     FIFOScheduler,
     HyperBandScheduler,
     MedianStoppingRule,
     PopulationBasedTraining,
+    ResourceChangingScheduler,
 )
 
 LENGTH = 27
@@ -89,5 +91,9 @@ SCHEDULERS: dict[str, Callable[[], Any]] = {
         resample_probability=0.5,
         synch=True,
         seed=3,
+    ),
+    # the simulator changes no resources: every decision must be the wrapped ASHA's
+    "resource_changing_asha": lambda: ResourceChangingScheduler(
+        ASHAScheduler(max_t=LENGTH, grace_period=1, reduction_factor=3), DistributeResources(add_bundles=True)
     ),
 }

@@ -30,11 +30,12 @@ RAY_TUNE_IMPORTS = (
     ("from tuner import tune", "from ray import tune"),
     ("from tuner.tune import ", "from ray.tune import "),
     ("from schedulers import ", "from ray.tune.schedulers import "),
+    ("from schedulers.resource_changing import ", "from ray.tune.schedulers.resource_changing_scheduler import "),
     ("from tuner.search.optuna import ", "from ray.tune.search.optuna import "),
     ("from tuner.search import ", "from ray.tune.search import "),
 )
 SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py", "repeater.py",
-                "pbt_replay.py")
+                "pbt_replay.py", "resource_changing.py")
 
 
 def ray_tune_version(source: str) -> str:
@@ -139,6 +140,26 @@ def test_tuner_with_asha_and_optuna(tmp_path, monkeypatch):
         assert analysis.spec["search_alg"] == "OptunaSearch" and analysis.spec["scheduler"] == "ASHAScheduler"
         db = Path(analysis.experiment_path) / "tuner.db"
         assert {k for (k,) in _rows(db, "SELECT key FROM experiment_state")} >= {"scheduler", "searcher", "tuner"}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_resource_changing_scheduler(tmp_path, monkeypatch):
+    _run_script("resource_changing.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "resource_changing") as analysis:
+        frames = {t.config["lr"]: analysis.trial_dataframes[t.trial_id] for t in analysis.trials}
+        assert {t.status for t in analysis.trials} == {"TERMINATED"}
+        ends = {lr: df["timestamp"].max() for lr, df in frames.items()}
+        stopped = [lr for lr, df in frames.items() if df["training_iteration"].max() < 20]
+        assert stopped, "ASHA stopped no trial"
+        best = frames[0.9]
+        assert list(best["training_iteration"]) == list(range(1, 21))  # restarts leave no gap, no repeat
+        assert best["cpus"].iloc[0] == 0.5 and best["cpus"].max() > 0.5  # it got the stopped trials' CPUs
+        grown_at = best.loc[best["cpus"] > 0.5, "timestamp"].min()
+        assert any(ends[lr] < grown_at for lr in stopped)  # only once they were free
+        # Ray Tune's way for a trainable that takes no resources in place: restarted from its checkpoint
+        restarted = best[best["cpus"] > 0.5]
+        assert (restarted["iterations_since_restore"] < restarted["training_iteration"]).all()
+        assert best["loss"].is_monotonic_decreasing  # the restarts went on from its state
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -57,6 +57,14 @@ class Backend(Protocol):
         """Kill the actor and give its group back (either may be gone already)."""
         ...
 
+    def place_group(self, bundles: list[dict[str, float]]) -> Any:
+        """A new group of ``bundles`` with no actor in it (a running trial's extra resources)."""
+        ...
+
+    def remove_group(self, group: Any) -> None:
+        """Give a group back (what runs in it dies with it)."""
+        ...
+
     def call(self, actor: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         """Start ``actor.method(*args, **kwargs)``; returns the handle of its answer."""
         ...
@@ -104,6 +112,16 @@ class RayBackend:
             ),
         ).remote(exit_quietly_on_sigterm=True)
         return actor, pg
+
+    def place_group(self, bundles: list[dict[str, float]]) -> Any:
+        # Not waited for: the accounting said it fits, and actors placed in it wait until it is ready.
+        return placement_group([dict(b) for b in bundles], strategy="PACK")
+
+    def remove_group(self, group: Any) -> None:
+        try:
+            remove_placement_group(group)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
 
     def destroy(self, actor: Any, group: Any) -> None:
         try:

@@ -23,6 +23,7 @@ class Call(enum.Enum):
     CHECKPOINT = "checkpoint"  # save, and go on (a scheduler asked for a checkpoint)
     PAUSE = "pause"  # save, then the trial pauses and gives its resources back
     END = "end"  # save, then the trial ends
+    RESOURCES = "resources"  # new resources in place (ResourceChangingScheduler): answered by a bool
 
 
 @dataclasses.dataclass

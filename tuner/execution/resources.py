@@ -39,6 +39,11 @@ class PlacementGroupFactory:
                 total[name] = total.get(name, 0.0) + amount
         return total
 
+    @property
+    def required_resources(self) -> dict[str, float]:
+        """The sum of all bundles (Ray Tune's name)."""
+        return self.required()
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PlacementGroupFactory) and other.key() == self.key()
 

@@ -4,6 +4,12 @@ A trial takes a slot of its shape, an idle one first: when a trial ends its acto
 handed to the next trial of the same shape, so a sweep of many short trials does not pay for a
 new Ray worker process per trial. The pool also accounts for what the sweep holds against the
 cluster's resources, which decides whether another group can be placed now.
+
+A running trial may also hold *extension* groups (``ResourceChangingScheduler`` grew it in place):
+Ray cannot resize a placement group, so each bundle a trial gains is a group of its own beside
+the trial's, added and removed one by one without touching the trial's own group. They count
+against the cluster like any group, and go when the trial shrinks, pauses, ends or fails; a slot
+goes idle (or to the next trial) with its own group only.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ class Slot:
     pg: Any  # the placement group (the backend's handle of the reserved resources)
     pgf: PlacementGroupFactory
     has_trainable: bool = False
+    #: Extension groups of one bundle each, in order (bundle ``len(pgf.bundles) + i`` of the trial).
+    extensions: list[Any] = dataclasses.field(default_factory=list)
+    extension_bundles: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    #: Extension groups the trial is letting go (its trainable confirms, then they are removed).
+    retiring: list[tuple[Any, dict[str, float]]] = dataclasses.field(default_factory=list)
 
 
 class SlotPool:
@@ -59,7 +70,54 @@ class SlotPool:
             return
         if stop_trainable:
             self.backend.call(slot.actor, "stop")
+        self._drop_extensions(slot)
         self._idle.append(slot)
+
+    # -- extension groups of a running trial ------------------------------------------------------
+    def resize_extensions(self, trial_id: str, keep: int, add: list[dict[str, float]]) -> list[Any] | None:
+        """Keep the trial's first ``keep`` extension groups, retire the rest and add one group per
+        bundle of ``add``; returns the groups the trial holds now, or None (nothing changed) when
+        ``add`` does not fit the cluster's free resources. Retired groups still count until
+        :meth:`remove_retired`."""
+        slot = self.running[trial_id]
+        if add:
+            need: dict[str, float] = {}
+            for bundle in add:
+                for name, amount in bundle.items():
+                    need[name] = need.get(name, 0.0) + amount
+            self.read_cluster_resources()
+            if self.cpu_share is not None:  # growth keeps the sweep within its share, as new trials do
+                budget = self.cpu_share * self._total.get("CPU", 0.0)
+                if self._held().get("CPU", 0.0) + need.get("CPU", 0.0) > budget + 1e-9:
+                    return None
+            if not fits(need, self._available()):
+                while self._idle:  # idle groups wait for a trial of their shape: a running one comes first
+                    self._destroy(self._idle.pop())
+                if not fits(need, self._available()):
+                    return None
+        slot.retiring.extend(zip(slot.extensions[keep:], slot.extension_bundles[keep:]))
+        del slot.extensions[keep:], slot.extension_bundles[keep:]
+        for bundle in add:
+            slot.extensions.append(self.backend.place_group([bundle]))
+            slot.extension_bundles.append(dict(bundle))
+        for name, amount in self._held().items():
+            self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
+        return list(slot.extensions)
+
+    def remove_retired(self, trial_id: str) -> None:
+        """The trial let its retiring extension groups go: give them back."""
+        slot = self.running.get(trial_id)
+        if slot is not None:
+            for group, _ in slot.retiring:
+                self.backend.remove_group(group)
+            slot.retiring.clear()
+
+    def _drop_extensions(self, slot: Slot) -> None:
+        for group in slot.extensions + [g for g, _ in slot.retiring]:
+            self.backend.remove_group(group)
+        slot.extensions.clear()
+        slot.extension_bundles.clear()
+        slot.retiring.clear()
 
     def discard(self, trial_id: str) -> None:
         """The trial's slot is destroyed (its actor died: nothing there to reuse)."""
@@ -84,6 +142,11 @@ class SlotPool:
         self._idle.clear()
         if self._peak_held:
             self.backend.watch_release(self._peak_held)
+
+    @property
+    def total(self) -> dict[str, float]:
+        """The cluster's total resources, as last read."""
+        return dict(self._total)
 
     def read_cluster_resources(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -128,6 +191,9 @@ class SlotPool:
         for slot in list(self.running.values()) + self._idle + ([extra] if extra else []):
             for name, amount in slot.pgf.required().items():
                 held[name] = held.get(name, 0.0) + amount
+            for bundle in slot.extension_bundles + [b for _, b in slot.retiring]:
+                for name, amount in bundle.items():
+                    held[name] = held.get(name, 0.0) + amount
         return held
 
     def _available(self) -> dict[str, float]:
@@ -137,4 +203,5 @@ class SlotPool:
         return available
 
     def _destroy(self, slot: Slot) -> None:
+        self._drop_extensions(slot)
         self.backend.destroy(slot.actor, slot.pg)

@@ -186,6 +186,17 @@ class TrialActor:
         except BaseException as exc:  # noqa: BLE001
             raise TrialError(_format(exc)) from None
 
+    def update_resources(self, bundles: list[dict[str, float]], placement_groups: list[Any]) -> bool:
+        """Give the running trainable its new resources in place (see ``Trainable.update_resources``);
+        False when it has none running or does not take them. Runs between two iterations: calls
+        on this actor run in the order the controller made them."""
+        if self._trainable is None:
+            return False
+        try:
+            return bool(self._trainable.update_resources([dict(b) for b in bundles], list(placement_groups)))
+        except BaseException as exc:  # noqa: BLE001
+            raise TrialError(_format(exc)) from None
+
     def step(self) -> Report:
         """One iteration, saved after when the iteration is a multiple of the checkpoint frequency.
 

@@ -8,7 +8,7 @@ import os
 import pickle
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from tuner.trainable.context import TrialInfo
 
@@ -89,6 +89,29 @@ class Trainable:
         """The placement-group bundles one trial of ``config`` needs, or None for the default."""
         return None
 
+    #: True when a running trial can take new resources in place (:meth:`update_resources`); a
+    #: ``ResourceChangingScheduler`` otherwise pauses the trial and restarts it with them (Ray Tune's way).
+    supports_elastic_resources: ClassVar[bool] = False
+
+    @classmethod
+    def accepts_resources(cls, config: Mapping[str, Any], bundles: Sequence[Mapping[str, float]],
+                          prepared: Any = None) -> bool:
+        """Whether a running trial of ``config`` can take the placement-group ``bundles`` in place
+        (asked in the driver before anything is reserved; ``prepared``: what :meth:`prepare_trial`
+        made of the config). False by default."""
+        return False
+
+    def update_resources(self, new_resources: Bundles, placement_groups: Sequence[Any] = ()) -> bool:
+        """The trial's resources changed while it runs: ``new_resources`` are all its bundles now.
+
+        Ray Tune's hook, with a way to take them in place: the bundles past those of the trial's own
+        placement group are each in a placement group of their own, ``placement_groups[i]`` holding
+        bundle ``len(own) + i`` as its bundle 0 (a Ray placement group cannot be resized, so growth
+        reserves new groups beside the trial's). Bundles removed are given back once this returns:
+        release what runs in them first. Return True when taken in place; False (the default) when
+        the trial must be restarted with them instead."""
+        return False
+
     @classmethod
     def prepare_trial(cls, config: Mapping[str, Any]) -> Any:
         """What the driver works out once for a trial's ``config`` and hands to the trial's actor
@@ -114,6 +137,16 @@ class Trainable:
     def get_trial_info(self) -> TrialInfo | None:
         """The trial this trainable runs as; None outside a sweep."""
         return self._trial_info
+
+    @property
+    def trial_resources(self) -> Any:
+        """The resources this trial runs with, as a PlacementGroupFactory (Ray Tune's property);
+        None outside a sweep. A ``ResourceChangingScheduler`` restarting the trial changes them."""
+        if self._trial_info is None:
+            return None
+        from tuner.execution.resources import PlacementGroupFactory
+
+        return PlacementGroupFactory(list(self._trial_info.resources))
 
     def set_trial_info(self, info: TrialInfo | None) -> None:
         """Run as trial ``info`` from now on (the trial actor, after an exploit)."""

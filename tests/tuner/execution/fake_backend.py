@@ -69,6 +69,13 @@ class FakeBackend:
         self.actors.append(actor)
         return actor, pgf.required()
 
+    def place_group(self, bundles: list[dict[str, float]]) -> Any:
+        self.placed += 1
+        return [dict(b) for b in bundles]
+
+    def remove_group(self, group: Any) -> None:
+        self.destroyed += 1
+
     def destroy(self, actor: Any, group: Any) -> None:
         if not actor.dead:
             actor.dead = True
