@@ -102,7 +102,7 @@ SCHEDULERS: dict[str, Callable[[], Any]] = {
     # Few perturbation points: each PB2 exploit fits a GP (tens of milliseconds).
     "pb2": lambda: PB2(
         time_attr="training_iteration",
-        perturbation_interval=6,
+        perturbation_interval=8,
         hyperparam_bounds=PB2_BOUNDS,
         seed=3,
     ),
