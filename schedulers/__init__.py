@@ -3,6 +3,7 @@
 from schedulers.asha import ASHAScheduler, AsyncHyperBandScheduler
 from schedulers.hyperband import HyperBandScheduler
 from schedulers.median_stopping import MedianStoppingRule
+from schedulers.pb2 import PB2
 from schedulers.pbt import PopulationBasedTraining
 from schedulers.pbt_replay import PopulationBasedTrainingReplay
 from schedulers.resource_changing import (
@@ -37,6 +38,7 @@ __all__ = [
     "FIFOScheduler",
     "HyperBandScheduler",
     "MedianStoppingRule",
+    "PB2",
     "PopulationBasedTraining",
     "PopulationBasedTrainingReplay",
     "ResourceChangingScheduler",

@@ -104,6 +104,8 @@ class PopulationBasedTraining(MetricScheduler):
     """
 
     never_pauses = False
+    #: The argument that names the config keys to explore, as error messages call it.
+    _explored_arg = "hyperparam_mutations"
 
     def __init__(
         self,
@@ -183,14 +185,14 @@ class PopulationBasedTraining(MetricScheduler):
         for key, value in mutations.items():
             if key not in config:
                 raise ValueError(
-                    f"{type(self).__name__}: hyperparam_mutations key {prefix + str(key)!r} is not in the "
+                    f"{type(self).__name__}: {self._explored_arg} key {prefix + str(key)!r} is not in the "
                     f"config (config keys: {sorted(str(k) for k in config)})"
                 )
             if isinstance(value, Mapping):
                 if not isinstance(config[key], Mapping):
                     raise ValueError(
-                        f"{type(self).__name__}: hyperparam_mutations key {prefix + str(key)!r} holds a dict "
-                        f"of mutations but the config's value is {config[key]!r}"
+                        f"{type(self).__name__}: {self._explored_arg} key {prefix + str(key)!r} holds a dict "
+                        f"but the config's value is {config[key]!r}"
                     )
                 self._check_config(config[key], value, f"{prefix}{key}/")
 
@@ -221,6 +223,7 @@ class PopulationBasedTraining(MetricScheduler):
         if time - state.last_perturbation_time < self._perturbation_interval:
             return self.CONTINUE
         state.last_score, state.last_train_time = score, time
+        self._on_perturbation_point(trial, time, score)
         trials = controller.get_trials()
 
         if not self._synch:
@@ -312,7 +315,8 @@ class PopulationBasedTraining(MetricScheduler):
             return
         donor = self._rng.choice(donors)
         donor_state = self._states[donor.trial_id]
-        new_config = self.explore(donor.config)
+        new_config = self._exploit_config(trial, donor)
+        old_config = dict(trial.config)  # a controller may apply the new config at once
         if controller.exploit_trial(trial, donor, copy.deepcopy(new_config)) is False:
             return  # the donor had no checkpoint to give after all: this trial goes on as it is
         self._exploits.append(
@@ -322,7 +326,7 @@ class PopulationBasedTraining(MetricScheduler):
                     "donor_id": donor.trial_id,
                     "time": state.last_train_time,
                     "donor_time": donor_state.last_train_time,
-                    "old_config": dict(trial.config),
+                    "old_config": old_config,
                     "donor_config": dict(donor.config),
                     "new_config": new_config,
                 }
@@ -331,6 +335,18 @@ class PopulationBasedTraining(MetricScheduler):
         self._num_perturbations += 1
         state.last_perturbation_time = donor_state.last_perturbation_time
         state.last_train_time = donor_state.last_train_time
+        self._on_exploit(trial, donor, new_config)
+
+    # -- what a subclass changes (PB2) -----------------------------------------------------------
+    def _on_perturbation_point(self, trial: TrialLike, time: float, score: float) -> None:
+        """``trial`` reached a perturbation point with ``score``, before it is ranked."""
+
+    def _exploit_config(self, trial: TrialLike, donor: TrialLike) -> dict[str, Any]:
+        """The config ``trial`` gets when it exploits ``donor``: explored from the donor's."""
+        return self.explore(donor.config)
+
+    def _on_exploit(self, trial: TrialLike, donor: TrialLike, new_config: dict[str, Any]) -> None:
+        """``trial`` now goes on from ``donor``'s checkpoint with ``new_config``."""
 
     # -- explore ---------------------------------------------------------------------------------
     def explore(self, config: Mapping[str, Any]) -> dict[str, Any]:

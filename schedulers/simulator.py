@@ -20,7 +20,10 @@ It plays the controller's part of the protocol documented on
 
 A trial's "model" is (whose curve it follows, its position on it): a PBT exploit copies the
 donor's checkpointed model and continues it under the new config. With ``curves`` a callable
-``f(config, t)`` the metric depends on the config and the position only.
+``f(config, t)`` the metric depends on the config and the position only. With ``carry=True`` the
+callable is ``f(config, t, previous)``, ``previous`` being the model's metric one step earlier
+(None at its start): the model then carries its metric, as a network carries what it learnt, and
+an exploit goes on from the donor's metric under the new config (what PB2's bandit models).
 
 Protocol violations by a scheduler (a decision that is not CONTINUE/PAUSE/STOP, choosing a
 trial that cannot run, stopping the trial whose result is being decided) raise
@@ -63,6 +66,8 @@ class SimTrial:
     # simulator-private: the model = (whose curve, position on it)
     curve_id: str = ""
     position: int = 0
+    #: the model's metric at ``position`` (the state a ``carry=True`` curve goes on from)
+    value: float | None = None
     #: iterations this trial executed (what it cost)
     steps: int = 0
 
@@ -117,7 +122,7 @@ class SimulationResult:
         return [e for e in self.events if e.kind == "exploit"]
 
 
-Curves = Mapping[str, Sequence[float]] | Callable[[dict, int], float]
+Curves = Mapping[str, Sequence[float]] | Callable[[dict, int], float] | Callable[[dict, int, float | None], float]
 
 
 class Simulator:
@@ -137,6 +142,8 @@ class Simulator:
             slot is free and the scheduler chose nothing).
         on_stop: Hook called after a STOP decision: "remove" (tuner's controller) or "complete"
             (Ray Tune's controller).
+        carry: The callable is ``f(config, t, previous)`` and the model carries its metric (see
+            the module docstring).
     """
 
     def __init__(
@@ -152,6 +159,7 @@ class Simulator:
         max_iterations: int | None = None,
         add_trials: str = "upfront",
         on_stop: str = "remove",
+        carry: bool = False,
     ) -> None:
         if n_slots < 1:
             raise ValueError(f"n_slots must be >= 1, got {n_slots}")
@@ -164,7 +172,10 @@ class Simulator:
         self.metric, self.mode, self.time_attr = metric, mode, time_attr
         self.add_trials, self.on_stop = add_trials, on_stop
 
-        self._fn: Callable[[dict, int], float] | None = None
+        if carry and not callable(curves):
+            raise ValueError("carry=True needs curves to be a callable f(config, t, previous)")
+        self._carry = carry
+        self._fn: Callable[..., float] | None = None
         self._max_iterations = max_iterations
         self._curves: dict[str, list[float]] = {}
         if callable(curves):
@@ -193,7 +204,7 @@ class Simulator:
         self.events: list[Event] = []
         self.budget_used = 0
         self._queue: collections.deque[SimTrial] = collections.deque()
-        self._checkpoints: dict[str, tuple[str, int]] = {}  # path -> (curve_id, position)
+        self._checkpoints: dict[str, tuple[str, int, float | None]] = {}  # path -> (curve_id, position, value)
         self._deciding: SimTrial | None = None
         self._exploit_pending: dict[str, str] = {}  # trial_id -> checkpoint path to restore
         self._started = False
@@ -329,7 +340,7 @@ class Simulator:
 
     def _start(self, trial: SimTrial) -> None:
         if trial.checkpoint_path is not None:  # resume (own pause checkpoint, or a donor's)
-            trial.curve_id, trial.position = self._checkpoints[trial.checkpoint_path]
+            trial.curve_id, trial.position, trial.value = self._checkpoints[trial.checkpoint_path]
         self._set_status(trial, TrialStatus.RUNNING)
         self._log("start", trial, trial.checkpoint_path)
         if trial.position >= self._length(trial):  # nothing left to run: the trainable returns at once
@@ -346,6 +357,8 @@ class Simulator:
         return length if self._max_iterations is None else min(length, self._max_iterations)
 
     def _metric_at(self, trial: SimTrial) -> float:
+        if self._fn is not None and self._carry:
+            return float(self._fn(trial.config, trial.position, trial.value))
         if self._fn is not None:
             return float(self._fn(trial.config, trial.position))
         return float(self._curves[trial.curve_id][trial.position - 1])
@@ -354,8 +367,9 @@ class Simulator:
         trial.position += 1
         trial.steps += 1
         self.budget_used += 1
+        trial.value = self._metric_at(trial)
         result = {
-            self.metric: self._metric_at(trial),
+            self.metric: trial.value,
             self.time_attr: trial.position,
             "training_iteration": trial.position,
             "trial_id": trial.trial_id,
@@ -384,7 +398,7 @@ class Simulator:
             return
         if restore is not None:  # exploit: continue from the donor's checkpoint
             trial.checkpoint_path = restore
-            trial.curve_id, trial.position = self._checkpoints[restore]
+            trial.curve_id, trial.position, trial.value = self._checkpoints[restore]
         if decision == TrialScheduler.PAUSE:
             if restore is None:
                 self._save(trial)
@@ -399,7 +413,7 @@ class Simulator:
 
     def _save(self, trial: SimTrial) -> None:
         path = f"{trial.trial_id}/checkpoint_{len(self._checkpoints):06d}"
-        self._checkpoints[path] = (trial.curve_id, trial.position)
+        self._checkpoints[path] = (trial.curve_id, trial.position, trial.value)
         trial.checkpoint_path = path
 
     def _log(self, kind: str, trial: SimTrial, detail: Any = None) -> None:

@@ -12,6 +12,7 @@ from schedulers import (
     FIFOScheduler,
     HyperBandScheduler,
     MedianStoppingRule,
+    PB2,
     PopulationBasedTraining,
     ResourceChangingScheduler,
 )
@@ -63,6 +64,8 @@ PBT_MUTATIONS: dict[str, Any] = {
     "momentum": lambda: 0.5,
 }
 
+PB2_BOUNDS: dict[str, Any] = {"lr": [0.01, 0.5], "momentum": [0.0, 0.9]}
+
 #: name -> factory of a fresh scheduler (metric/mode come from the simulation).
 SCHEDULERS: dict[str, Callable[[], Any]] = {
     "fifo": lambda: FIFOScheduler(),
@@ -96,4 +99,46 @@ SCHEDULERS: dict[str, Callable[[], Any]] = {
     "resource_changing_asha": lambda: ResourceChangingScheduler(
         ASHAScheduler(max_t=LENGTH, grace_period=1, reduction_factor=3), DistributeResources(add_bundles=True)
     ),
+    # Few perturbation points: each PB2 exploit fits a GP (tens of milliseconds).
+    "pb2": lambda: PB2(
+        time_attr="training_iteration",
+        perturbation_interval=8,
+        hyperparam_bounds=PB2_BOUNDS,
+        seed=3,
+    ),
+    "pb2_synch": lambda: PB2(
+        time_attr="training_iteration",
+        perturbation_interval=9,
+        hyperparam_bounds=PB2_BOUNDS,
+        synch=True,
+        seed=3,
+    ),
 }
+
+
+# -- a bandit problem for PB2: two hyperparameters, the best known, the model carries its score ----------
+
+BANDIT_BOUNDS: dict[str, list[float]] = {"lr": [0.0, 1.0], "clip": [0.1, 0.5]}
+OPTIMUM = {"lr": 0.7, "clip": 0.2}
+
+
+def gain(config: dict[str, Any]) -> float:
+    """The score's growth per step: 1 at the optimum, less away from it."""
+    return 1.0 - 2.0 * (config["lr"] - OPTIMUM["lr"]) ** 2 - 10.0 * (config["clip"] - OPTIMUM["clip"]) ** 2
+
+
+def distance_to_optimum(config: dict[str, Any]) -> float:
+    """Distance to the optimum, each hyperparameter scaled by the width of its bounds."""
+    return math.hypot(config["lr"] - OPTIMUM["lr"], (config["clip"] - OPTIMUM["clip"]) / 0.4)
+
+
+def noisy_curves(seed: int, noise: float = 0.1) -> Callable[[dict, int, float | None], float]:
+    """For ``simulate(..., carry=True)``: each step adds the config's gain and Gaussian noise."""
+    rng = random.Random(seed)
+    return lambda config, t, previous: (previous or 0.0) + gain(config) + rng.gauss(0, noise)
+
+
+def initial_configs(seed: int, n: int) -> list[dict[str, Any]]:
+    """Every initial config far from the optimum (lr <= 0.4, clip >= 0.3): it has to be found."""
+    rng = random.Random(1000 + seed)
+    return [{"lr": rng.uniform(0.05, 0.4), "clip": rng.uniform(0.3, 0.5), "other": "kept"} for _ in range(n)]

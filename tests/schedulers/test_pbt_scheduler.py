@@ -240,3 +240,17 @@ def test_the_population_moves_to_good_configs(synch):
     assert max(final(with_pbt)) == pytest.approx(max(final(without)))  # the best stays the best
     explored_lrs = {cfg["lr"] for _, (_, cfg) in ((e.trial_id, e.detail) for e in with_pbt.exploits)}
     assert explored_lrs <= set(lrs)
+
+
+def test_an_exploit_goes_on_from_the_donors_carried_metric():
+    """With curves that carry their metric (simulate(..., carry=True)), an exploiter continues
+    from the donor's checkpointed metric, under its new config."""
+    s = pbt(hyperparam_mutations={"rate": [1.0, 3.0]}, perturbation_interval=2, quantile_fraction=0.5,
+            resample_probability=0, custom_explore_fn=lambda config: {**config, "rate": 2.0})
+    res = simulate(s, lambda config, t, previous: (previous or 0.0) + config["rate"],
+                   [{"rate": 1.0}, {"rate": 3.0}], n_slots=2, metric="score", mode="max", max_iterations=6, carry=True)
+    exploits = [e for e in s.exploit_log() if e["trial_id"] == "trial_00000"]
+    assert exploits and all(e["new_config"] == {"rate": 2.0} for e in exploits)
+    donor_time = exploits[-1]["donor_time"]  # the exploiter restores the donor's metric there: 3 per step
+    assert 0 < donor_time < 6
+    assert res.trials["trial_00000"].last_result["score"] == 3.0 * donor_time + 2.0 * (6 - donor_time)

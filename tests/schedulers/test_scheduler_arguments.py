@@ -7,11 +7,13 @@ import pytest
 from schedulers import (
     ASHAScheduler,
     HyperBandScheduler,
+    PB2,
     MedianStoppingRule,
     PopulationBasedTraining,
 )
 
 MUTATIONS = {"lr": [0.1, 0.2]}
+BOUNDS = {"lr": [1e-4, 1e-2]}
 
 
 def raises_one(fn, *names: str) -> str:
@@ -66,11 +68,38 @@ def raises_one(fn, *names: str) -> str:
         (lambda: PopulationBasedTraining(custom_explore_fn="f"), "custom_explore_fn"),
         (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, mode="up"), "mode"),
         (lambda: PopulationBasedTraining(hyperparam_mutations=MUTATIONS, synch="yes"), "synch"),
+        (lambda: PB2(), "hyperparam_bounds"),
+        (lambda: PB2(hyperparam_bounds={}), "hyperparam_bounds"),
+        (lambda: PB2(hyperparam_bounds=[("lr", [0, 1])]), "hyperparam_bounds"),
+        (lambda: PB2(hyperparam_bounds={"lr": [0.1]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": [0.1, 0.2, 0.3]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": [0.2, 0.1]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": [0.1, 0.1]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": [0, float("inf")]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": ["0", "1"]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": [False, True]}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": "0.1-0.2"}), "hyperparam_bounds['lr']"),
+        (lambda: PB2(hyperparam_bounds={"lr": [1e-4, 1e-2], "opt": {}}), "hyperparam_bounds['opt']"),
+        (lambda: PB2(hyperparam_bounds={"opt": {"eps": [1, 0]}}), "hyperparam_bounds['opt']['eps']"),
+        (lambda: PB2(hyperparam_bounds={1: [0, 1]}), "hyperparam_bounds key"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, quantile_fraction=0.6), "quantile_fraction"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, quantile_fraction=-0.1), "quantile_fraction"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, perturbation_interval=0), "perturbation_interval"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, perturbation_interval="60"), "perturbation_interval"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, custom_explore_fn="f"), "custom_explore_fn"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, log_config=1), "log_config"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, require_attrs="no"), "require_attrs"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, synch="yes"), "synch"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, seed=1.5), "seed"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, mode="up"), "mode"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, metric=""), "metric"),
+        (lambda: PB2(hyperparam_bounds=BOUNDS, time_attr=""), "time_attr"),
     ],
 )
 def test_bad_argument(make, field):
     message = raises_one(make, field)
-    assert message.split(":")[0] in {"ASHAScheduler", "HyperBandScheduler", "MedianStoppingRule", "PopulationBasedTraining"}
+    assert message.split(":")[0] in {"ASHAScheduler", "HyperBandScheduler", "MedianStoppingRule", "PopulationBasedTraining",
+                                     "PB2"}
 
 
 def test_message_reads_well():
@@ -79,6 +108,9 @@ def test_message_reads_well():
         "ASHAScheduler: grace_period must be <= max_t (10), got 20"
     )
     assert raises_one(lambda: HyperBandScheduler(mode="best")) == "HyperBandScheduler: mode must be 'min' or 'max', got 'best'"
+    assert raises_one(lambda: PB2(hyperparam_bounds={"lr": [0.2, 0.1]})) == (
+        "PB2: hyperparam_bounds['lr'] must be [low, high] with finite numbers low < high, got [0.2, 0.1]"
+    )
 
 
 def test_good_edge_values_are_accepted_and_take_effect():
@@ -160,6 +192,7 @@ ALL = {
     "hyperband": lambda **kw: HyperBandScheduler(**kw),
     "median": lambda **kw: MedianStoppingRule(time_attr="training_iteration", grace_period=0, **kw),
     "pbt": lambda **kw: PopulationBasedTraining(time_attr="training_iteration", hyperparam_mutations=MUTATIONS, **kw),
+    "pb2": lambda **kw: PB2(time_attr="training_iteration", hyperparam_bounds={"lr": [0.01, 1.0]}, **kw),
 }
 
 
@@ -202,3 +235,18 @@ def test_pbt_mutation_of_a_key_absent_from_the_config():
     raises_one(lambda: nested.set_search_properties(None, None, config={"opt": 3}), "'opt'")
     assert s.set_search_properties(None, None, config={"lr": 0.1, "batch_size": 32, "other": 1})
     s.on_trial_add(Controller(), Trial(config={"lr": 0.1, "batch_size": 32}))
+
+
+def test_pb2_bound_of_a_key_absent_from_the_config_or_not_a_number():
+    s = PB2(metric="r", mode="max", hyperparam_bounds={"lr": [1e-4, 1e-2], "opt": {"eps": [1e-8, 1e-6]}})
+    raises_one(lambda: s.set_search_properties(None, None, config={"lr": 0.1}), "hyperparam_bounds", "'opt'")
+    raises_one(lambda: s.set_search_properties(None, None, config={"lr": 0.1, "opt": {"beta": 1}}), "'opt/eps'")
+    trial = Trial(config={"lr": 0.1, "momentum": 0.9})
+    raises_one(lambda: s.on_trial_add(Controller(trial), trial), "hyperparam_bounds", "'opt'", "momentum")
+    trial = Trial(config={"lr": "fast", "opt": {"eps": 1e-7}})
+    raises_one(lambda: s.on_trial_add(Controller(trial), trial), "hyperparam_bounds", "'lr'", "number", "'fast'")
+    trial = Trial(config={"lr": True, "opt": {"eps": 1e-7}})
+    raises_one(lambda: s.on_trial_add(Controller(trial), trial), "'lr'", "number")
+    # a search-space domain where the trials will get numbers is fine before they are sampled
+    assert s.set_search_properties(None, None, config={"lr": object(), "opt": {"eps": 1e-7}})
+    s.on_trial_add(Controller(), Trial(config={"lr": 1e-3, "opt": {"eps": 1e-7}}))

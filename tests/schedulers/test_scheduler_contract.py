@@ -116,7 +116,8 @@ def test_the_contract_is_not_vacuous(baselines):
     for name in ("asha_promotion", "hyperband", "median_soft", "pbt_synch"):
         assert "PAUSE" in kinds[name], name
     assert "stop_trial" in kinds["hyperband"]
-    assert {"exploit", "checkpoint"} <= kinds["pbt"] and {"exploit", "checkpoint"} <= kinds["pbt_synch"]
+    for name in ("pbt", "pbt_synch", "pb2", "pb2_synch"):
+        assert {"exploit", "checkpoint"} <= kinds[name], name
 
 
 def test_a_lost_piece_of_state_is_caught():
@@ -143,7 +144,7 @@ def test_a_lost_piece_of_state_is_caught():
 
 @pytest.mark.parametrize(
     "module", ["schedulers.asha", "schedulers.hyperband", "schedulers.median_stopping", "schedulers.pbt",
-               "schedulers.simulator", "schedulers.trial_scheduler"]
+               "schedulers.pb2", "schedulers.simulator", "schedulers.trial_scheduler"]
 )
 def test_docstring_examples(module):
     failures, _ = doctest.testmod(importlib.import_module(module))

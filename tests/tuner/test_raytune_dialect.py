@@ -31,11 +31,12 @@ RAY_TUNE_IMPORTS = (
     ("from tuner.tune import ", "from ray.tune import "),
     ("from schedulers import ", "from ray.tune.schedulers import "),
     ("from schedulers.resource_changing import ", "from ray.tune.schedulers.resource_changing_scheduler import "),
+    ("from schedulers.pb2 import ", "from ray.tune.schedulers.pb2 import "),
     ("from tuner.search.optuna import ", "from ray.tune.search.optuna import "),
     ("from tuner.search import ", "from ray.tune.search import "),
 )
 SCRIPT_NAMES = ("function_checkpoints.py", "class_trainable.py", "asha_optuna.py", "restore.py", "repeater.py",
-                "pbt_replay.py", "resource_changing.py")
+                "pbt_replay.py", "resource_changing.py", "pb2_function.py")
 
 
 def ray_tune_version(source: str) -> str:
@@ -160,6 +161,35 @@ def test_resource_changing_scheduler(tmp_path, monkeypatch):
         restarted = best[best["cpus"] > 0.5]
         assert (restarted["iterations_since_restore"] < restarted["training_iteration"]).all()
         assert best["loss"].is_monotonic_decreasing  # the restarts went on from its state
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_tuner_with_pb2(tmp_path, monkeypatch):
+    _run_script("pb2_function.py", tmp_path, monkeypatch)
+    with tune.load(tmp_path / "pb2_function") as analysis:
+        trials = analysis.trials
+        assert len(trials) == 4 and {t.status for t in trials} == {"TERMINATED"}
+        assert analysis.spec["scheduler"] == "PB2"
+        exploits = analysis.exploits
+        # Synchronous: the whole population is ranked at iterations 4, 8 and 12 (the last, as in
+        # Ray Tune), the bottom one of the four exploits the top one each time.
+        assert [e["iteration"] for e in exploits] == [4, 8, 12], exploits
+        grid = {0.05, 0.1, 0.2, 0.3}
+        for exploit in exploits:
+            new_lr = exploit["new_config"]["lr"]
+            assert 0.0 <= new_lr <= 1.0 and new_lr not in grid  # the bandit's, within the bounds
+            assert exploit["new_config"]["momentum"] == 0.9  # the donor's other values
+        # An exploiter went on from its donor's checkpoint: its accuracy right after the exploit
+        # is the donor's at the checkpoint plus one step at the new lr.
+        exploit = exploits[0]
+        curves = analysis.trial_dataframes
+        donor = curves[exploit["donor_trial_id"]].set_index("training_iteration")["mean_accuracy"]
+        after = curves[exploit["trial_id"]]
+        after = after[after["lr"] == exploit["new_config"]["lr"]].iloc[0]
+        step_gain = 1.0 - 4.0 * (exploit["new_config"]["lr"] - 0.6) ** 2
+        assert after["mean_accuracy"] == pytest.approx(donor[after["training_iteration"] - 1] + step_gain)
+        db = Path(analysis.experiment_path) / "tuner.db"
+        assert {k for (k,) in _rows(db, "SELECT key FROM experiment_state")} >= {"scheduler"}
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -1,6 +1,7 @@
 """Schedulers and searchers named in a spec, built with their parameters checked key by key.
 
-``scheduler: asha`` or ``scheduler: {type: asha, grace_period: 2, max_t: 20}``;
+``scheduler: asha`` or ``scheduler: {type: asha, grace_period: 2, max_t: 20}``
+(``{type: pb2, hyperparam_bounds: {lr: [1.0e-4, 1.0e-3]}, ...}``: PB2's bounds as they are);
 ``search: random`` (grid x random, the default), ``search: grid`` (grid axes only), or
 ``search: {type: optuna, sampler: tpe, sampler_args: {n_startup_trials: 5}}``.
 Only plain data is accepted: no callables (PBT's ``custom_explore_fn``) come from a spec.
@@ -18,6 +19,7 @@ from schedulers import (
     ASHAScheduler,
     FIFOScheduler,
     HyperBandScheduler,
+    PB2,
     MedianStoppingRule,
     PopulationBasedTraining,
     TrialScheduler,
@@ -43,6 +45,7 @@ SCHEDULERS: dict[str, type[TrialScheduler]] = {
     "hyperband": HyperBandScheduler,
     "median": MedianStoppingRule,
     "pbt": PopulationBasedTraining,
+    "pb2": PB2,
 }
 SEARCHES = ("random", "grid", "optuna")
 #: Optuna sampler names -> (class name in optuna.samplers, modules it needs besides optuna).

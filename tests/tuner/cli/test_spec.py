@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedulers import ASHAScheduler, HyperBandScheduler, MedianStoppingRule, PopulationBasedTraining
+from schedulers import PB2, ASHAScheduler, HyperBandScheduler, MedianStoppingRule, PopulationBasedTraining
 from tests.conftest import ROOT
 from tuner.cli import main, spec
 from tuner.cli.errors import SpecError
@@ -74,10 +74,13 @@ def test_yaml_reads_scientific_floats_and_every_distribution(tmp_path):
     ({"type": "pbt", "perturbation_interval": 4, "hyperparam_mutations": {"x": {"uniform": [0, 1]}, "y": [1, 2]},
       "perturbation_factors": [1.5, 0.5], "seed": 1},
      PopulationBasedTraining, {"_perturbation_interval": 4, "_perturbation_factors": (1.5, 0.5)}),
+    ({"type": "pb2", "time_attr": "env_steps_total", "perturbation_interval": 5000,
+      "hyperparam_bounds": {"x": [0, 1], "y": [1, 2]}, "seed": 1},
+     PB2, {"_perturbation_interval": 5000, "_paths": [("x",), ("y",)]}),
 ])
 def test_schedulers_are_built_with_their_parameters(node, cls, attrs):
     doc = _doc(scheduler=node)
-    if cls is PopulationBasedTraining:
+    if cls in (PopulationBasedTraining, PB2):
         doc["config"] = {"x": {"uniform": [0, 1]}, "y": {"choice": [1, 2]}}
     kwargs = spec.validate(doc, default_name="s").run_kwargs()
     scheduler = kwargs["scheduler"]
@@ -164,9 +167,10 @@ def test_any_value_anywhere_is_a_spec_error_or_valid_never_a_crash():
     docs = []
     for key in spec.KEYS:
         docs += [_doc(**{key: value}) for value in WRONG]
-    for kind in ("asha", "hyperband", "median", "pbt"):
+    required = {"pbt": ("hyperparam_mutations", [0.1]), "pb2": ("hyperparam_bounds", [0, 1])}
+    for kind in ("asha", "hyperband", "median", "pbt", "pb2"):
         for param in scheduler_parameters(kind):
-            extra = {} if param == "hyperparam_mutations" or kind != "pbt" else {"hyperparam_mutations": {"x": [0.1]}}
+            extra = {} if kind not in required or param == required[kind][0] else {required[kind][0]: {"x": required[kind][1]}}
             docs += [_doc(scheduler={"type": kind, param: value, **extra}) for value in WRONG]
     for key in ("sampler", "sampler_args", "points_to_evaluate"):
         docs += [_doc(search={"type": "optuna", key: value}) for value in WRONG]
