@@ -13,7 +13,7 @@ from schedulers import ASHAScheduler, PopulationBasedTraining
 from tuner import tune
 
 SMALL = {"env": "CartPole-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "train_freq": 16,
-         "gradient_steps": 4, "learning_starts": 32, "target_network_update_freq": 64,
+         "gradient_steps": 4, "learning_starts": 32, "target_network_update_freq": 64, "train_batch_size": 32,
          "replay_buffer_config": {"capacity": 1000}, "num_cpus_per_worker": 0.25, "num_cpus_for_learner": 0.5}
 
 
