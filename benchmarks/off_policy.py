@@ -93,8 +93,18 @@ rl-zoo's cadence, network and exploration and gives both systems the options our
 dueling heads (SB3's DQN has neither) stay off: on CartPole they made ours need more env steps
 and miss the rule on one seed of six (benchmarks/RESULTS.md).
 
+``--dqn-ours defaults`` runs our DQN with its own defaults (``DQN_DEFAULTS``, from the sweep in
+``examples/dqn_defaults_sweep.py``: its cadence, network, exploration and targets; one env in the
+learner's process, the rule's 100-episode window) next to SB3 with rl-zoo's settings as above: not
+the same work, but what a user gets from each without tuning. Ours makes fewer updates per env
+step than rl-zoo's cadence (``train_freq`` 4, ``gradient_steps`` 1: 0.25 against 0.5), so its wall
+time is not the comparison of equal work either. Ours checks the rule every 256 env steps (SB3's
+round: ``min_sample_timesteps_per_iteration``, which changes when results are reported, not what
+is learned), so both are checked at the same env steps.
+
     python benchmarks/off_policy.py                          # both algorithms, 3 seeds: ~20 min on 2 cores
     python benchmarks/off_policy.py --algos dqn --dqn-ours own   # 3-step targets and lr 6.3e-4 for both
+    python benchmarks/off_policy.py --algos dqn --dqn-ours defaults --seeds 10,11,12  # our defaults, SB3 rl-zoo's
     python benchmarks/off_policy.py --algos sac --sac-n-step 3   # SAC with 3-step targets, both systems
     python benchmarks/off_policy.py --algos dqn --seeds 0    # one seed of DQN
     python benchmarks/off_policy.py --no-sb3 --quick         # ours only, tiny budgets (the smoke test)
@@ -222,6 +232,18 @@ def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
     }
 
 
+def ours_dqn_defaults_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """``--dqn-ours defaults``: our DQN with its own defaults, on one env in the learner's process,
+    the rule checked every ``hp["train_freq"]`` env steps (SB3's round) over 100 episodes."""
+    return {
+        "env": "CartPole-v1",
+        "num_workers": 0,
+        "num_envs_per_worker": 1,
+        "metrics_num_episodes_for_smoothing": 100,
+        "min_sample_timesteps_per_iteration": hp["train_freq"],
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     """One algorithm's comparison: env, rule, step cap, hyperparameters and their mapping."""
@@ -235,6 +257,7 @@ class Spec:
     ours: Any  # (hp, total_steps) -> our config
     warmup: dict[str, Any]  # hyperparameter changes of the untimed warm-up run
     warmup_steps: int
+    note: str = ""  # printed under our config: what ours runs beyond it
 
 
 SPECS: dict[str, Spec] = {
@@ -256,8 +279,9 @@ def run_ours(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve:
     cls = {"DQN": DQN, "SAC": SAC}[spec.name]
     config = {**spec.ours(hp or spec.zoo, max_steps), "seed": seed,
               "num_cpus_for_learner": float(threads)}
-    if warmup:
+    if warmup:  # a few steps, with updates
         config["min_sample_timesteps_per_iteration"] = max_steps
+        config["num_steps_sampled_before_learning_starts"] = 0
     start = time.perf_counter()
     trainer = cls(config=config)
     threads_used = torch.get_num_threads()
@@ -435,6 +459,8 @@ def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: in
           f"{spec.zoo['train_freq']} env steps and their updates); seeds {','.join(map(str, seeds))}; "
           f"{'both stop when solved' if stop_at_solve else 'both run to the cap'}")
     print(f"ours: {spec.name}(config={spec.ours(spec.zoo, max_steps)} + seed, num_cpus_for_learner={float(threads)})")
+    if spec.note:
+        print(spec.note)
     if sb3:
         print(f"SB3:  {spec.name}('MlpPolicy', make_vec_env({spec.env!r}, n_envs=1, seed=s), seed=s, device='cpu', "
               f"**{spec.zoo}).learn(total_timesteps={max_steps})")
@@ -506,9 +532,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the total_timesteps that DQN's exploration_fraction 0.16 is taken of, for both systems "
                              "(default: the step cap, epsilon reaches 0.04 at 16,000 steps; 50000 is rl-zoo's own "
                              "run: 8,000 steps)")
-    parser.add_argument("--dqn-ours", choices=("zoo", "own"), default="zoo",
+    parser.add_argument("--dqn-ours", choices=("zoo", "own", "defaults"), default="zoo",
                         help="zoo (default): our DQN with SB3's options (no double Q, no dueling, 1-step targets); "
-                             f"own: rl-zoo's cadence and {DQN_OWN_SHARED} for both")
+                             f"own: rl-zoo's cadence and {DQN_OWN_SHARED} for both; defaults: our DQN with its "
+                             "defaults, SB3 with rl-zoo's options")
     parser.add_argument("--sac-max-steps", type=int, default=SPECS["sac"].max_steps,
                         help="SAC's step cap (default 20000)")
     parser.add_argument("--sac-n-step", type=int, default=1,
@@ -549,6 +576,13 @@ def main(argv: list[str] | None = None) -> int:
         specs["sac"] = dataclasses.replace(SPECS["sac"], zoo={**SAC_ZOO, "n_steps": args.sac_n_step})
     if args.dqn_ours == "own":
         specs["dqn"] = dataclasses.replace(specs["dqn"], zoo={**specs["dqn"].zoo, **DQN_OWN_SHARED})
+    if args.dqn_ours == "defaults":
+        from algorithms.dqn.trainer import DQN_DEFAULTS
+
+        specs["dqn"] = dataclasses.replace(
+            specs["dqn"], ours=ours_dqn_defaults_config,
+            note=f"      with DQN's defaults (--dqn-ours defaults, the rule checked every "
+                 f"{specs['dqn'].zoo['train_freq']} env steps): {DQN_DEFAULTS}")
     warnings.filterwarnings("ignore")
 
     sb3 = not args.no_sb3

@@ -63,6 +63,27 @@ def test_zoo_hyperparameters_map_onto_valid_configs_of_ours():
     assert resolved["replay_buffer_config"] == {"capacity": 1_000_000}
 
 
+def test_dqn_defaults_mode_runs_ours_with_its_own_defaults():
+    from algorithms import DQN
+    from algorithms.dqn.trainer import DQN_DEFAULTS
+
+    bench = _module()
+    config = bench.ours_dqn_defaults_config(bench.DQN_ZOO, 100_000)
+    resolved = DQN.resolve_config(config)
+    # only the env, the layout and when the rule is checked are set: every learning key is the default
+    assert set(config) == {"env", "num_workers", "num_envs_per_worker", "metrics_num_episodes_for_smoothing",
+                           "min_sample_timesteps_per_iteration"}
+    assert config["min_sample_timesteps_per_iteration"] == bench.DQN_ZOO["train_freq"]
+    assert {k: resolved[k] for k in DQN_DEFAULTS if k not in config} == {
+        k: v for k, v in DQN_DEFAULTS.items() if k not in config}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--no-sb3", "--algos", "dqn", "--dqn-ours",
+                           "defaults"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "with DQN's defaults (--dqn-ours defaults, the rule checked every 256 env steps)" in proc.stdout
+    assert re.search(r"^  ours seed 0: not within 2,048 env steps, .* \(2,048 env steps, torch threads 1; ",
+                     proc.stdout, re.M), proc.stdout
+
+
 def test_off_policy_benchmark_rejects_bad_flags():
     for args, message in ((["--algos", "dqn,ppo"], "--algos: unknown ['ppo'] (allowed: dqn, sac)"),
                           (["--threads", "0"], "--threads: must be >= 1, got 0"),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from algorithms.fragment import TIME_MAJOR, Fragment
-from algorithms.shared.replay_buffer import NStepTransitions, ReplayBuffer, transitions
+from algorithms.shared.replay_buffer import FIELDS, NStepTransitions, ReplayBuffer, transitions
 
 T, N, D = 7, 3, 2
 
@@ -92,8 +92,10 @@ def test_the_ring_buffer_evicts_the_oldest_and_its_state_round_trips():
 
 def _rows(f, start, stop, last_obs):
     """Rows [start, stop) of fragment ``f`` as a fragment of their own, ending on ``last_obs``."""
-    return f.replace(**{k: getattr(f, k)[start:stop] for k in TIME_MAJOR if getattr(f, k) is not None},
-                     last_obs=last_obs)
+    from algorithms.shared.observations import tree_map
+
+    return f.replace(**{k: tree_map(lambda x: x[start:stop], getattr(f, k)) for k in TIME_MAJOR
+                        if getattr(f, k) is not None}, last_obs=last_obs)
 
 
 @pytest.mark.parametrize("piece", [1, 2])
@@ -129,6 +131,29 @@ def test_held_rows_not_continued_by_the_next_fragment_become_transitions_on_thei
             for k in first}
     for k in want:
         np.testing.assert_allclose(second[k], want[k], rtol=1e-6)
+
+
+def test_held_rows_of_dict_observations_become_transitions_on_their_own():
+    """The same with observations of a Dict space (a tree of arrays), as rollout actors streaming
+    fragments of such an env give them: each leaf is joined as the arrays are."""
+    from algorithms.shared.observations import concat, leaves
+
+    def as_dict(f):
+        return f.replace(obs={"x": f.obs, "first": f.obs[..., 0].copy()},
+                         last_obs={"x": f.last_obs, "first": f.last_obs[..., 0].copy()})
+
+    f, other = as_dict(_fragment(np.random.default_rng(8))), as_dict(_fragment(np.random.default_rng(9)))
+    assemble = NStepTransitions(gamma=0.9, n_step=3)
+    head = _rows(f, 0, 4, {"x": f.obs["x"][4], "first": f.obs["first"][4]})
+    assemble(head)
+    second = assemble(other)  # starts from an observation the held rows did not end on
+    held = _rows(f, 2, 4, {"x": f.obs["x"][4], "first": f.obs["first"][4]})
+    want = {k: concat([transitions(held, 0.9, 3)[k], transitions(other, 0.9, 3, starts=T - 2)[k]]) for k in FIELDS}
+    for k in FIELDS:
+        assert len(leaves(second[k])) == len(leaves(want[k]))
+        for got_leaf, want_leaf in zip(leaves(second[k]), leaves(want[k])):
+            np.testing.assert_allclose(got_leaf, want_leaf, rtol=1e-6)
+    assert set(second["obs"]) == {"x", "first"} and second["obs"]["first"].shape == (len(second["rewards"]),)
 
 
 def test_one_step_transitions_are_each_fragments_own():
