@@ -111,7 +111,8 @@ class NStepTransitions:
         self._held[key] = fragment if keep == T else fragment.split(T - keep)[1]
         out = transitions(fragment, self.gamma, self.n_step, starts=T - keep)
         if done_before is not None:
-            out = {k: concat([done_before[k], out[k]]) for k in FIELDS}  # Dict and Tuple observations too
+            joined: dict[str, Any] = {k: concat([done_before[k], out[k]]) for k in FIELDS}  # Dict and Tuple obs too
+            return joined
         return out
 
     def reset(self) -> None:
