@@ -2,9 +2,10 @@
 
 The rule (``benchmarks/off_policy.py``'s, the acceptance of our DQN): the mean return of the last
 100 completed episodes reaches 400 within 100,000 env steps. Each stage is one ``tune.run("DQN")``
-over a grid of candidate default changes times seeds, on top of ``DQN_DEFAULTS`` (everything the
-grid does not name stays at its default, the sampling layout included: one CartPole in the
-learner's process). A trial stops when the rule holds or at the step cap; the rule is checked after
+over a grid of candidate default changes times seeds, on top of ``DQN_DEFAULTS`` as they were
+before this sweep (``START`` pins the old values of the keys it varies, so that a rerun asks the
+same question; every other key stays at its default, the sampling layout included: one CartPole in
+the learner's process). A trial stops when the rule holds or at the step cap; the rule is checked after
 every 256 env steps (``min_sample_timesteps_per_iteration``, which changes when results are
 reported, not what is learned: an iteration repeats the same rounds of ``train_freq`` env steps and
 their updates).
@@ -23,7 +24,7 @@ stage is stored under its own name and run with ``resume="AUTO"``: a rerun reads
 trials back from the store instead of running them again, so ``--stages 1,2`` after ``--stages 1``
 runs only stage 2.
 
-    python examples/dqn_defaults_sweep.py                   # both stages, seeds 0, 1, 2 (~25 min on 2 cores)
+    python examples/dqn_defaults_sweep.py                   # both stages, seeds 0, 1, 2: 18 trials, 2 at a time on 2 cores
     python examples/dqn_defaults_sweep.py --stages 1        # stage 1 only
     python examples/dqn_defaults_sweep.py --seeds 3,4,5 --name dqn_defaults_s345
 """
@@ -53,7 +54,10 @@ BASE: dict[str, Any] = {
     "min_sample_timesteps_per_iteration": 256,
 }
 
-#: Stage 1's grid: key -> candidate values (the first is today's default).
+#: DQN_DEFAULTS' values before this sweep, of the keys it varies (its pick became the defaults).
+START: dict[str, Any] = {"n_step": 1, "train_batch_size": 32, "epsilon": [[0, 1.0], [10_000, 0.05]]}
+
+#: Stage 1's grid: key -> candidate values (the first is the value ``START`` has).
 STAGE_1: dict[str, list[Any]] = {
     "n_step": [1, 3],
     "epsilon": [[[0, 1.0], [10_000, 0.05]], [[0, 1.0], [10_000, 0.02]]],
@@ -163,10 +167,10 @@ def print_table(title: str, summaries: list[Summary], max_steps: int = MAX_STEPS
 
 def run_stage(name: str, fixed: dict[str, Any], grid: dict[str, list[Any]], seeds: list[int], storage_path: str,
               max_steps: int = MAX_STEPS, target: float = TARGET, verbose: int = 1) -> list[Outcome]:
-    """One ``tune.run("DQN")``: ``grid`` x ``seeds`` on top of ``BASE`` and ``fixed``; the outcomes."""
+    """One ``tune.run("DQN")``: ``grid`` x ``seeds`` on top of ``BASE``, ``START`` and ``fixed``; the outcomes."""
     from tuner import tune
 
-    config = {**BASE, **fixed, **{k: tune.grid_search(v) for k, v in grid.items()},
+    config = {**BASE, **START, **fixed, **{k: tune.grid_search(v) for k, v in grid.items()},
               "seed": tune.grid_search(seeds)}
     analysis = tune.run(
         "DQN", config=config, stop={"episode_return_mean": target, "env_steps_total": max_steps},
@@ -193,11 +197,11 @@ def main(stages: list[int], seeds: list[int], storage_path: str, name: str, max_
                              max_steps, target, verbose)
         summaries = summarize(outcomes)
         report(f"Stage {stage}: DQN on CartPole-v1, seeds {','.join(map(str, seeds))}; the rule: 100-episode mean "
-               f">= {target:g} within {max_steps:,} env steps; candidates' changes to DQN_DEFAULTS", summaries)
+               f">= {target:g} within {max_steps:,} env steps; candidates' changes to {START}", summaries)
         fixed = summaries[0].overrides()
         everything += summaries
     pick = min(everything, key=Summary.rank_key)  # a tie goes to the earlier stage
-    print(f"\npick: DQN_DEFAULTS with {pick.overrides()}: the rule met on {len(pick.solved)}/{len(pick.outcomes)} "
+    print(f"\npick: {START} with {pick.overrides()}: the rule met on {len(pick.solved)}/{len(pick.outcomes)} "
           f"seeds, median {pick.median_steps:,.0f} env steps")
     return pick
 
