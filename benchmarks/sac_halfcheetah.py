@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ENV = "HalfCheetah-v5"
 WINDOW = 10  # episodes in the reported mean
@@ -65,7 +64,7 @@ ZOO: dict[str, Any] = {
 
 
 def ours_config(hp: dict[str, Any], seed: int) -> dict[str, Any]:
-    from off_policy import ours_sac_config
+    from benchmarks.off_policy import ours_sac_config
 
     return {**ours_sac_config(hp, 0), "env": ENV, "seed": seed, "num_cpus_for_learner": 1.0,
             "metrics_num_episodes_for_smoothing": WINDOW,
