@@ -47,25 +47,14 @@ ENV = "HalfCheetah-v5"
 WINDOW = 10  # episodes in the reported mean
 EPISODE = 1000  # HalfCheetah's time limit: every episode is this long
 
-#: rl-zoo's SAC HalfCheetah hyperparameters (SB3's names), SB3's defaults written out.
-ZOO: dict[str, Any] = {
-    "learning_rate": 3e-4,
-    "buffer_size": 1_000_000,
-    "learning_starts": 10_000,
-    "batch_size": 256,
-    "tau": 0.005,
-    "gamma": 0.99,
-    "train_freq": 1,
-    "gradient_steps": 1,
-    "ent_coef": "auto",
-    "target_entropy": "auto",
-    "policy_kwargs": {"net_arch": [256, 256]},
-}
+from benchmarks.off_policy import SAC_ZOO, ours_sac_config  # noqa: E402
+
+#: rl-zoo's SAC HalfCheetah hyperparameters: SB3's defaults (off_policy.py's SAC_ZOO writes them out)
+#: with SB3's lr and 10k steps of random actions first.
+ZOO: dict[str, Any] = {**SAC_ZOO, "learning_rate": 3e-4, "learning_starts": 10_000}
 
 
 def ours_config(hp: dict[str, Any], seed: int) -> dict[str, Any]:
-    from benchmarks.off_policy import ours_sac_config
-
     return {**ours_sac_config(hp, 0), "env": ENV, "seed": seed, "num_cpus_for_learner": 1.0,
             "metrics_num_episodes_for_smoothing": WINDOW,
             "min_sample_timesteps_per_iteration": EPISODE}  # a result at each episode's end
