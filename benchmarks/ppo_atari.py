@@ -36,13 +36,18 @@ against SB3. Nothing is learnt to a return here: 20k steps of Pong stay at -21 t
 * torch: 1 thread for every learner (``num_cpus_for_learner=1``; SB3 ``torch.set_num_threads(1)``),
   the learner on the CPU.
 
-The systems (``--systems``, run in this order, each after an untimed warm-up of ours in-process
+The systems (``--systems``, run in the order given, each after an untimed warm-up of ours in-process
 and of SB3 for one iteration: imports, ROM loading, first kernels):
 
-* ``actors``: ours with 8 rollout actors of 1 env each (``num_workers=8, num_envs_per_worker=1``),
-  sampling their share of each batch with the current weights (``sample_async=False``: lock-step
-  per iteration, as SubprocVecEnv); Ray started inside the measured time with
-  ``num_cpus=--ray-cpus`` (default 9: one per actor and the learner's);
+* ``actors``: ours with ``--actors`` rollout actors sharing the 8 envs (default one actor per
+  core, at most 8: 2 actors of 4 envs on 2 cores, 8 of 1 on 16), each sampling its share of each
+  batch with the current weights (``sample_async=False``: lock-step per iteration, as
+  SubprocVecEnv); Ray started inside the measured time with ``num_cpus=--ray-cpus`` (default one
+  per actor and the learner's);
+* ``streams``: the same actors sampling on while the learner learns (``sample_async=True``): the
+  next batch's steps are sampled with the weights one update old, and decoupled PPO's importance
+  weights correct them (the share of such steps is printed); a different algorithm from the
+  lock-step ones by that much, which the steps/s alone do not show;
 * ``inproc``: ours sampling 8 envs in the learner's process (``num_workers=0,
   num_envs_per_worker=8``);
 * ``sb3``: SB3's PPO on the SubprocVecEnv above.
@@ -50,7 +55,8 @@ and of SB3 for one iteration: imports, ROM loading, first kernels):
 Each system's line gives the 1-minute load average at its start: the machine may be shared, and
 on 2 cores 8 env processes and a learner take turns.
 
-    python benchmarks/ppo_atari.py                        # all three, 20k env steps each: ~10-15 min on 2 cores
+    python benchmarks/ppo_atari.py                        # all four, 20k env steps each: ~15-20 min on 2 cores
+    python benchmarks/ppo_atari.py --systems actors,sb3 --actors 8   # 8 actors of 1 env each
     python benchmarks/ppo_atari.py --systems inproc,sb3 --steps 10000
     python benchmarks/ppo_atari.py --quick --no-sb3       # ours only, 2 iterations each (the smoke test)
 """
@@ -91,21 +97,25 @@ ZOO: dict[str, Any] = {
 #: the layers between the CNN's 512 features and each head (ours needs one; SB3's CnnPolicy has none)
 HIDDEN = [64]
 ACTIVATION = "tanh"
-SYSTEMS = ("actors", "inproc", "sb3")
+SYSTEMS = ("actors", "streams", "inproc", "sb3")
 #: --quick: two iterations of each system
 QUICK_STEPS = 2 * ZOO["n_envs"] * ZOO["n_steps"]
 
 
-def ours_config(hp: dict[str, Any], seed: int, actors: bool) -> dict[str, Any]:
-    """Our PPO config doing what SB3's ``PPO("CnnPolicy", make_atari_env(...), **hp)`` does."""
+def ours_config(hp: dict[str, Any], seed: int, actors: int, streams: bool = False) -> dict[str, Any]:
+    """Our PPO config doing what SB3's ``PPO("CnnPolicy", make_atari_env(...), **hp)`` does, with
+    ``actors`` rollout actors sharing the ``n_envs`` envs (0: the envs in the learner's process);
+    ``streams``: the actors sample on while the learner learns (``sample_async=True``)."""
     n_envs = hp["n_envs"]
+    if actors < 0 or (actors and n_envs % actors):
+        raise ValueError(f"actors: must be 0 or divide n_envs={n_envs}, got {actors}")
     return {
         "env": ENV,
         "preprocessing": "auto",  # Nature frames, 4 stacked, uint8 (4, 84, 84)
         "seed": seed,
-        "num_workers": n_envs if actors else 0,
-        "num_envs_per_worker": 1 if actors else n_envs,
-        "sample_async": False,
+        "num_workers": actors,
+        "num_envs_per_worker": n_envs // actors if actors else n_envs,
+        "sample_async": streams,
         "num_cpus_per_worker": 1.0,
         "num_cpus_for_learner": 1.0,  # torch threads: 1
         **ppo_keys_from_sb3(hp),
@@ -148,7 +158,7 @@ def _params(module: Any) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def run_ours(steps: int, seed: int, actors: bool, ray_cpus: int) -> Run:
+def run_ours(steps: int, seed: int, actors: int, ray_cpus: int, streams: bool = False) -> Run:
     import torch
 
     from algorithms import PPO
@@ -163,14 +173,16 @@ def run_ours(steps: int, seed: int, actors: bool, ray_cpus: int) -> Run:
             ray.init(address="local", num_cpus=ray_cpus, include_dashboard=False, logging_level=logging.ERROR,
                      log_to_driver=False)
             note = f"Ray start {time.perf_counter() - start:.1f} s inside"
-    trainer = PPO(config=ours_config(ZOO, seed, actors))
+    trainer = PPO(config=ours_config(ZOO, seed, actors, streams))
     threads = torch.get_num_threads()
     total = sample_s = learn_s = 0.0
     done = updates = 0
     first_s, first_steps = math.nan, 0
+    stale = 0.0
     try:
         while done < steps:
             result = trainer.train()
+            stale += result["stale_fraction"] * result["env_steps_this_iter"]
             done = int(result["env_steps_total"])
             sample_s += result["sample_time_s"]
             learn_s += result["learn_time_s"]
@@ -183,8 +195,11 @@ def run_ours(steps: int, seed: int, actors: bool, ray_cpus: int) -> Run:
         trainer.stop()
     if threads != 1:
         note = "; ".join(n for n in (note, f"WARNING: torch threads {threads}") if n)
-    return Run("ours, 8 rollout actors" if actors else "ours, in-process", total, done, sample_s, learn_s, updates,
-               first_s, first_steps, load, params, note)
+    if streams:
+        note = "; ".join(n for n in (note, f"{stale / max(done, 1):.0%} of steps sampled one update stale") if n)
+    name = (f"ours, {actors} actors x {ZOO['n_envs'] // actors} env" + (", streams" if streams else "")) if actors \
+        else "ours, in-process"
+    return Run(name, total, done, sample_s, learn_s, updates, first_s, first_steps, load, params, note)
 
 
 def make_ale(**kwargs: Any) -> Any:
@@ -261,11 +276,11 @@ def _ratio(num: float, den: float) -> str:
 
 def print_table(runs: list[Run]) -> None:
     peer = next((r for r in runs if r.system.startswith("SB3")), None)
-    print(f"\n{'system':24} {'wall s':>7} {'env steps':>9} {'steps/s':>8} {'after 1st':>9} {'sample s':>8} "
+    print(f"\n{'system':31} {'wall s':>7} {'env steps':>9} {'steps/s':>8} {'after 1st':>9} {'sample s':>8} "
           f"{'learn s':>7} {'updates':>7} {'upd/s':>6} {'load':>5} {'params':>9}  {'steps/s vs SB3':>14} "
           f"{'upd/s vs SB3':>12}")
     for r in runs:
-        print(f"{r.system:24} {r.wall:7.1f} {r.steps:9,d} {r.steps_per_s:8.1f} {r.steady_steps_per_s:9.1f} "
+        print(f"{r.system:31} {r.wall:7.1f} {r.steps:9,d} {r.steps_per_s:8.1f} {r.steady_steps_per_s:9.1f} "
               f"{r.sample_s:8.1f} {r.learn_s:7.1f} {r.updates:7d} {r.updates_per_s:6.2f} {r.load:5.1f} {r.params:9,d}  "
               f"{_ratio(r.steps_per_s, peer.steps_per_s) if peer else '-':>14} "
               f"{_ratio(r.updates_per_s, peer.updates_per_s) if peer else '-':>12}"
@@ -279,8 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, from {', '.join(SYSTEMS)}")
     parser.add_argument("--steps", type=int, default=20_000, help="env steps per system (default 20000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ray-cpus", type=int, default=9,
-                        help="CPUs told to Ray for the rollout actors' run (default 9: 8 actors + the learner)")
+    parser.add_argument("--actors", type=int, default=None,
+                        help=f"rollout actors for 'actors' and 'streams', sharing the {ZOO['n_envs']} envs (a divisor "
+                             f"of {ZOO['n_envs']}; default: one per core, at most {ZOO['n_envs']})")
+    parser.add_argument("--ray-cpus", type=int, default=None,
+                        help="CPUs told to Ray for the rollout actors' runs (default: one per actor + the learner's)")
     parser.add_argument("--no-sb3", action="store_true", help="only ours")
     parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
                         help="an untimed iteration of ours in-process and of SB3 first (default on; off with --quick)")
@@ -293,6 +311,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--systems: unknown {unknown} (allowed: {', '.join(SYSTEMS)})")
     if args.steps < 1:
         parser.error(f"--steps: must be >= 1, got {args.steps}")
+    n_envs = ZOO["n_envs"]
+    divisors = [d for d in range(1, n_envs + 1) if n_envs % d == 0]
+    if args.actors is None:
+        args.actors = max(d for d in divisors if d <= (os.cpu_count() or 1))
+    if args.actors not in divisors:
+        parser.error(f"--actors: must divide the {n_envs} envs (allowed: {', '.join(map(str, divisors))}), got {args.actors}")
+    if args.ray_cpus is None:
+        args.ray_cpus = args.actors + 1
+    if args.ray_cpus < args.actors + 1:
+        parser.error(f"--ray-cpus: {args.actors} actors of 1 CPU and the learner's need {args.actors + 1}, got {args.ray_cpus}")
     if args.quick:
         args.steps, args.warmup = QUICK_STEPS, False
     warnings.filterwarnings("ignore")
@@ -321,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f"; stable-baselines3 {stable_baselines3.__version__}" if "sb3" in systems else "; ours only"))
     print(f"hyperparameters (SB3's names): {ZOO}; Nature CNN, then pi / vf {HIDDEN} {ACTIVATION}")
     if args.warmup:
-        run_ours(one, 10_000, False, args.ray_cpus)
+        run_ours(one, 10_000, 0, args.ray_cpus)
         if "sb3" in systems:
             run_sb3(one, 10_000)
     runs: list[Run] = []
@@ -330,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         if system == "sb3":
             runs.append(run_sb3(args.steps, args.seed))
         else:
-            runs.append(run_ours(args.steps, args.seed, system == "actors", args.ray_cpus))
+            actors = args.actors if system in ("actors", "streams") else 0
+            runs.append(run_ours(args.steps, args.seed, actors, args.ray_cpus, streams=system == "streams"))
         r = runs[-1]
         print(f"  {r.system}: {r.steps:,} env steps in {r.wall:.1f} s ({r.steps_per_s:.1f}/s; first iteration "
               f"{r.first_s:.1f} s), {r.updates} SGD updates in {r.learn_s:.1f} s of learning, load {r.load:.1f} at "
@@ -338,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(runs)
     if len({r.params for r in runs}) > 1:
         print("WARNING: the systems' networks differ in size")
-    if "actors" in systems:
+    if {"actors", "streams"} & set(systems):
         import ray
 
         ray.shutdown()

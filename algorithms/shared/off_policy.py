@@ -64,6 +64,9 @@ class OffPolicyTrainer(DistributedTrainer):
                                                         "gamma")
     _model_shorthands = ("hidden_sizes", "activation")
     learner_name = "torch"
+    # Every streamed step goes into the replay buffer: the streams run free, as the replay ratio
+    # asks of the env's pace, not of a batch's.
+    bounded_streams = False
     #: Whether ``config["model"]`` may be a callable building the network (see the subclass).
     _takes_model_callable = False
 

@@ -170,6 +170,7 @@ class RolloutWorker:
         self._steps: list[tuple[Any, ...]] = []
         self._pending_weights: tuple[int, Any] | None = None
         self._new_fragment = False
+        self._room = threading.Event()  # set by a take (or an abort): a full stream may step again
         self._configure(**settings)
 
     def ready(self) -> bool:
@@ -182,6 +183,7 @@ class RolloutWorker:
         stopped, and the next trial wants this actor now. Called in a concurrency group of its own
         while ``sample`` runs (see ``algorithms/shared/worker_group.py``)."""
         self._abort_upto = max(self._abort_upto, upto)
+        self._room.set()
 
     def configure(self, **settings: Any) -> None:
         """Ready the worker for a (new) trial: see :meth:`_configure`. A failure is raised again by
@@ -285,14 +287,19 @@ class RolloutWorker:
             ) from self._configure_error
 
     # -- streaming: the envs never wait for the learner -------------------------------------
-    def stream(self, weights_version: int, weights_box: list[Any], request: int) -> None:
+    def stream(self, weights_version: int, weights_box: list[Any], request: int, max_ahead: int | None = None) -> None:
         """Step the envs without pause, with the newest weights that arrived, until request
         number ``request`` is aborted (see :meth:`abort`); the learner collects the steps with
         :meth:`take` and sends weights with :meth:`push_weights`, both from a concurrency group
         of their own while this call runs (RLlib's ``sample_async``: a background sampler).
 
         New weights are loaded between two steps, so a slow env step delays only this worker's
-        switch, and every step records the weights version it was sampled with."""
+        switch, and every step records the weights version it was sampled with.
+
+        ``max_ahead``: at most that many steps (of all this worker's envs at once) wait untaken;
+        then the stream waits for a take. Where the learner takes longer to learn on a batch
+        than the actors take to sample one, an unbounded stream would pile up steps ever older
+        than the learner's weights (and ever more memory) for batches that never catch up."""
         self._raise_configure_error()
         if weights_version != self.weights_version:
             self.set_weights(weights_version, _unbox(weights_box))
@@ -301,7 +308,13 @@ class RolloutWorker:
         policy.begin_fragment()
         with lock:
             self._taken_at = time.perf_counter()
+        room = self._room
         while request > self._abort_upto:
+            if max_ahead is not None and len(self._steps) >= max_ahead:
+                room.clear()
+                if len(self._steps) >= max_ahead:  # looked at again: a take may have come between
+                    room.wait(0.1)
+                continue
             pending = self._pending_weights
             if pending is not None:
                 self._pending_weights = None
@@ -338,6 +351,7 @@ class RolloutWorker:
             steps, self._steps = self._steps, []
             last_obs, taken_at = self.obs, self._taken_at
             self._taken_at = time.perf_counter()
+        self._room.set()
         self._new_fragment = True
         if not steps:
             return None

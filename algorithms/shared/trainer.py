@@ -218,6 +218,9 @@ class DistributedTrainer(Trainable):
         return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
 
     supports_elastic_resources: ClassVar[bool] = True
+    #: Streams hold at most a train batch untaken (see ``WorkerGroup``): an on-policy learner
+    #: learns on each batch once, and steps sampled beyond its pace would only grow older.
+    bounded_streams: ClassVar[bool] = True
     workers: WorkerGroup  # built in setup
     _resized: int
 
@@ -390,6 +393,7 @@ class DistributedTrainer(Trainable):
             # Streams sample from the moment each actor is up: started as many at once as this
             # node has cores, the first are up (and sampling) long before the last.
             max_starting=cores_here() if self._streams() else None,
+            stream_ahead=c["train_batch_size"] if self.bounded_streams else None,
         )
 
     def _set_learner_threads(self) -> None:

@@ -103,6 +103,10 @@ class WorkerGroup:
     limit every actor's start competes with every other's and they all come up together at the
     end. Started a few at a time they come up one after another, and each samples from the
     moment it is up.
+
+    ``stream_ahead`` (streams): the env steps the streams may hold untaken, all actors together
+    (each its share): an on-policy trainer's batch, so that a learner slower than its actors
+    gets batches sampled with the weights one update old, not ever older ones. None: unbounded.
     """
 
     def __init__(
@@ -113,9 +117,13 @@ class WorkerGroup:
         num_cpus_per_worker: float,
         local_policy: Any,
         max_starting: int | None = None,
+        stream_ahead: int | None = None,
     ) -> None:
         if max_starting is not None and max_starting < 1:
             raise ValueError(f"max_starting must be None or at least 1, got {max_starting!r}")
+        if stream_ahead is not None and stream_ahead < 1:
+            raise ValueError(f"stream_ahead must be None or at least 1, got {stream_ahead!r}")
+        self.stream_ahead = stream_ahead
         self.created_at = time.perf_counter()
         self._kwargs = worker_kwargs
         self.num_workers = num_workers
@@ -460,7 +468,15 @@ class WorkerGroup:
 
     def _start_stream(self, index: int) -> None:
         self._last_request = self._stream_request[index] = next(_requests)
-        self._streams[index] = self.actors[index].stream.remote(self._version, [self._weights_ref], self._last_request)
+        self._streams[index] = self.actors[index].stream.remote(self._version, [self._weights_ref], self._last_request,
+                                                                self._max_ahead())
+
+    def _max_ahead(self) -> int | None:
+        """A stream's bound on its untaken steps (see ``RolloutWorker.stream``): its share of
+        ``stream_ahead`` env steps, in steps of all its envs at once, and one step more."""
+        if self.stream_ahead is None:
+            return None
+        return math.ceil(self.stream_ahead / (max(self.num_workers, 1) * self._kwargs["num_envs"])) + 1
 
     def _replace_stream(self, index: int, error: BaseException) -> None:
         self._streams.pop(index, None)

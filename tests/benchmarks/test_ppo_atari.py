@@ -43,10 +43,18 @@ def test_zoo_hyperparameters_map_onto_valid_configs_of_ours():
     from algorithms import PPO
 
     bench = _module()
-    for actors, layout in ((True, (8, 1)), (False, (0, 8))):
+    for actors, layout in ((8, (8, 1)), (2, (2, 4)), (0, (0, 8))):
         config = bench.ours_config(bench.ZOO, 0, actors)
         assert (config["num_workers"], config["num_envs_per_worker"]) == layout
+        assert config["sample_async"] is False and bench.ours_config(bench.ZOO, 0, actors, streams=True)["sample_async"]
         assert (config["train_batch_size"], config["minibatch_size"], config["num_epochs"]) == (1024, 256, 4)
         assert (config["clip_param"], config["entropy_coeff"], config["vf_loss_coeff"]) == (0.1, 0.01, 1.0)
         resolved = PPO.resolve_config(config)  # raises on a key or value ours does not take
         assert resolved["model"]["cnn"] == "nature" and resolved["model"]["hidden_sizes"] == [64]
+
+
+def test_an_actor_count_that_does_not_divide_the_envs_is_refused():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--no-sb3", "--actors", "3"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "--actors: must divide the 8 envs (allowed: 1, 2, 4, 8), got 3" in proc.stderr, proc.stderr

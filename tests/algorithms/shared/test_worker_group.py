@@ -342,3 +342,33 @@ def test_a_streamed_batch_is_approached_in_takes_that_stay_within_its_slack(judg
     assert takes <= 4  # each take is a round of calls to every actor: a few, not one per step
     # a batch of a few steps (an off-policy trainer's round) is not worth a take per step
     assert [WorkerGroup._aim(need, 4, actors=2) for need in (4, 3, 1)] == [4, 3, 1]
+
+
+def test_a_bounded_stream_waits_for_a_take_once_it_holds_max_ahead_steps():
+    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.shared.rollout import RolloutWorker
+
+    arrived, permits = threading.Semaphore(0), threading.Semaphore(0)
+    policy_kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": [8], "activation": "tanh"}
+    worker = RolloutWorker(env=lambda config: CountedEnv(config), env_config={"arrived": arrived, "permits": permits},
+                           num_envs=1, policy_factory=make_numpy_actor_critic, policy_kwargs=policy_kwargs, seed=0)
+    weights = make_numpy_actor_critic(**policy_kwargs).get_weights()
+    out = []
+    streaming = threading.Thread(target=lambda: out.append(worker.stream(1, [weights], request=3, max_ahead=3)))
+    streaming.start()
+    for _ in range(5):  # permits for five steps: the bound lets three run
+        permits.release()
+    for _ in range(3):
+        assert arrived.acquire(timeout=30)
+    deadline = time.monotonic() + 30
+    while worker.slots_sampled() < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.slots_sampled() == 3
+    assert not arrived.acquire(timeout=1.0), "a fourth step started while three waited untaken"
+    assert worker.take().valid.shape == (3, 1)
+    assert arrived.acquire(timeout=30)  # the take made room: the stream steps on
+    worker.abort(3)
+    for _ in range(3):
+        permits.release()
+    streaming.join(30)
+    assert out == [None] and worker.slots_sampled() >= 4
