@@ -333,8 +333,16 @@ class PopulationBasedTraining(MetricScheduler):
             )
         )
         self._num_perturbations += 1
-        state.last_perturbation_time = donor_state.last_perturbation_time
-        state.last_train_time = donor_state.last_train_time
+        if self._time_attr in getattr(controller, "exploit_keeps", ()):
+            # The trial's clock goes on from its own time, not the donor's (see
+            # ``ControllerLike.exploit_trial``): its next perturbation comes as many units after
+            # this one as the donor's would have come after the donor's time, as in Ray Tune,
+            # whose trial takes over the donor's clock.
+            state.last_perturbation_time = state.last_train_time - (
+                donor_state.last_train_time - donor_state.last_perturbation_time)
+        else:
+            state.last_perturbation_time = donor_state.last_perturbation_time
+            state.last_train_time = donor_state.last_train_time
         self._on_exploit(trial, donor, new_config)
 
     # -- what a subclass changes (PB2) -----------------------------------------------------------

@@ -92,6 +92,10 @@ class ControllerLike(Protocol):
         save of its own state, if the controller makes one, is not used). A PAUSED trial resumes
         from the donor's checkpoint when chosen. A skipped exploit is logged, never an error: a
         scheduler's choice must not end the sweep (Ray Tune's PBT skips it the same way).
+
+        The trial's results after the exploit count on from the donor's, except the keys a
+        controller lists in an ``exploit_keeps`` attribute (a tuple of result keys; none if it
+        has no such attribute, as in Ray Tune): those go on from the trial's own values.
         """
         ...
 

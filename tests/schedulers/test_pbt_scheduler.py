@@ -171,6 +171,37 @@ def test_an_exploit_the_controller_skips_is_not_recorded_and_is_tried_again():
     assert ("skipped", "t0") in c.calls  # tried again at its next interval
 
 
+@pytest.mark.parametrize("keeps", [False, True], ids=["donors-clock", "own-clock"])
+def test_the_interval_after_an_exploit_counts_from_the_clock_the_trial_goes_on_with(keeps):
+    """Ray Tune's trial takes over the donor's iteration count; ours keeps its own
+    (``exploit_keeps``). Either way the next perturbation comes as many iterations after the
+    exploit as the donor's would have: here the donor perturbed at 5 and the trial is exploited
+    at its own 10, so with its own clock the next is at 15, not at once."""
+    trials = [Trial(f"t{i}", {"lr": 0.1 * (i + 1)}) for i in range(4)]
+    c = Controller(trials)
+    if keeps:
+        c.exploit_keeps = ("training_iteration", "time_total_s")
+    s = pbt(hyperparam_mutations={"lr": [0.1, 0.2, 0.3, 0.4]}, resample_probability=0)
+    for t in trials:
+        s.on_trial_add(c, t)
+    for i, t in enumerate(trials):
+        report(s, c, t, 5, float(i))
+    report(s, c, trials[0], 10, 0.5)
+    assert [call[:3] for call in c.calls if call[0] == "exploit"] == [("exploit", "t0", "t3")]
+    c.calls.clear()
+    if keeps:  # the trial reports 11, 12, ... of its own count: 5 more iterations to the next point
+        for t in range(11, 15):
+            report(s, c, trials[0], t, 100.0)
+        assert c.calls == []
+        report(s, c, trials[0], 15, 100.0)
+    else:  # as Ray Tune's controller reports it: the donor's count, 6, 7, ...
+        for t in range(6, 10):
+            report(s, c, trials[0], t, 100.0)
+        assert c.calls == []
+        report(s, c, trials[0], 10, 100.0)
+    assert c.calls == [("checkpoint", "t0")]  # a perturbation point: now the top trial
+
+
 def test_async_pauses_when_others_wait():
     trials = [Trial(f"t{i}", {"lr": 0.1}) for i in range(3)]
     trials[2].status = PENDING

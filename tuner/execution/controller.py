@@ -68,6 +68,11 @@ class Controller:
     them); the other arguments are the parts ``tune.run`` made from them.
     """
 
+    #: Result keys a trial keeps counting from its own values after a PBT exploit (see
+    #: ``TrialActor.exploit``: its stored curve stays one row per iteration), where Ray Tune's
+    #: trial goes on from the donor's; PBT measures its next interval accordingly.
+    exploit_keeps: tuple[str, ...] = ("training_iteration", "time_total_s")
+
     def __init__(
         self,
         *,
@@ -192,6 +197,7 @@ class Controller:
             groups = self._pool.resize_extensions(trial.trial_id, keep, extra[keep:])
             if groups is None:
                 return RESOURCES_REFUSED  # not free (yet): the next result asks again
+            self._profile_resize(trial)
             ref = self._backend.call(slot.actor, "update_resources", new.bundles, groups)
             self._inflight[ref] = (trial, Call.RESOURCES)
             trial.placement_group_factory = new
@@ -219,6 +225,16 @@ class Controller:
                 self._pool.resize_extensions(trial.trial_id, 0, [])
                 self._pool.remove_retired(trial.trial_id)
                 trial.placement_group_factory = slot.pgf
+        self._profile_resize(trial)
+
+    def _profile_resize(self, trial: Trial) -> None:
+        """The profile counts the CPUs of the trial's extension groups (retiring ones included)."""
+        slot = self._pool.running.get(trial.trial_id)
+        if self._profiler is None or slot is None:
+            return
+        extensions = slot.extension_bundles + [bundle for _, bundle in slot.retiring]
+        cpus = slot.pgf.required().get("CPU", 0.0) + sum(float(b.get("CPU", 0.0)) for b in extensions)
+        self._profiler.resize(trial.trial_id, cpus)
 
     def _reset_resources(self, trial: Trial) -> None:
         """A trial that grew in place gives its extension groups back with its slot: it restarts
