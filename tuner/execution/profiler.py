@@ -52,6 +52,7 @@ class TrialProfile:
 
     cpus: float = 0.0
     hold: float = 0.0
+    cpu_hold: float = 0.0  # CPU-seconds held: ``hold`` times the CPUs, which change when it grows
     boot: float = 0.0
     setup: float = 0.0
     rollout_start: float = 0.0  # the rollout actors' start: part set-up, part sampling
@@ -82,7 +83,10 @@ class TrialProfile:
         }
 
     def as_row(self) -> dict[str, float]:
-        return {"cpus": self.cpus, "hold_s": self.hold, **{f"{k}_s": v for k, v in self.parts().items()}}
+        # A trial that grew or shrank in place (ResourceChangingScheduler) counts with the CPUs it
+        # held on average over its hold, so its parts add up to the CPU-seconds it held.
+        cpus = self.cpu_hold / self.hold if self.hold > 0 and self.cpu_hold > 0 else self.cpus
+        return {"cpus": cpus, "hold_s": self.hold, **{f"{k}_s": v for k, v in self.parts().items()}}
 
 
 class SweepProfiler:
@@ -139,6 +143,20 @@ class SweepProfiler:
         if new_actor:
             self._submitted[trial_id] = time.time()
 
+    def resize(self, trial_id: str, cpus: float) -> None:
+        """The trial holds ``cpus`` CPUs from now on (extension groups placed or given back)."""
+        held = self._held.get(trial_id)
+        if held is None:
+            return
+        now = time.monotonic()
+        self._account_idle(now)
+        since, before = held
+        profile = self.trials[trial_id]
+        profile.hold += now - since
+        profile.cpu_hold += (now - since) * before
+        self._held[trial_id] = (now, float(cpus))
+        self._held_cpus += float(cpus) - before
+
     def release(self, trial_id: str, now: float | None = None) -> bool:
         """The trial gave its placement group back (ended, paused, failed); False if it held none."""
         held = self._held.pop(trial_id, None)
@@ -149,6 +167,7 @@ class SweepProfiler:
         since, cpus = held
         self._held_cpus -= cpus
         self.trials[trial_id].hold += now - since
+        self.trials[trial_id].cpu_hold += (now - since) * cpus
         self._submitted.pop(trial_id, None)
         self._changed.add(trial_id)
         return True

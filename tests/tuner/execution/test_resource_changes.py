@@ -55,7 +55,7 @@ class Elastic(Lengths):
         return sum(b.get("CPU", 0.0) for b in self.bundles)
 
 
-def run(tmp_path, trainable: type, backend: FakeBackend):
+def run(tmp_path, trainable: type, backend: FakeBackend, profiler: Any = None, profiles: dict | None = None):
     scheduler = ResourceChangingScheduler(FIFOScheduler(), DistributeResources(add_bundles=True))
     space = {"rate": 1.0, "length": grid_search([2, 2, 2, 8])}
     assert scheduler.set_search_properties("score", "max", config=space)
@@ -67,9 +67,11 @@ def run(tmp_path, trainable: type, backend: FakeBackend):
             trainable_cls=trainable, experiment_id=experiment_id, experiment_name="rc", run_dir=str(tmp_path / "rc"),
             store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(None),
             resources_for=_resources_for(trainable, None), options=RunOptions(metric="score", mode="max"),
-            backend=backend,
+            backend=backend, profiler=profiler,
         )
         trials = controller.run()
+        if profiles is not None:
+            profiles.update(store.trial_profiles(experiment_id))
         results: dict[str, list[dict[str, Any]]] = {}
         for result in store.results(experiment_id):
             results.setdefault(result["trial_id"], []).append(result)
@@ -87,6 +89,16 @@ def test_an_elastic_trial_takes_the_freed_cpus_in_place(tmp_path):
     # 4 trial actors, then 3 extension groups of one bundle each; all given back at the end
     assert backend.placed == 4 + 3 and backend.destroyed == backend.placed
     assert trials[3].placement_group_factory.bundles == [{"CPU": 1.0}]  # its own again, with its slot
+
+
+def test_the_profile_counts_the_cpus_a_trial_grew_to(tmp_path):
+    from tuner.execution.profiler import SweepProfiler
+
+    profiles: dict = {}
+    trials, _ = run(tmp_path, Elastic, FakeBackend(cpus=4), SweepProfiler(total_cpus=4), profiles)
+    long, short = profiles[trials[3].trial_id], profiles[trials[0].trial_id]
+    assert short["cpus"] == 1.0
+    assert 1.0 < long["cpus"] <= 4.0  # its own CPU, then up to 4 once the others ended: the mean held
 
 
 def test_another_trainable_is_restarted_with_its_new_resources(tmp_path):
