@@ -1,9 +1,12 @@
 """Schedulers and searchers named in a spec, built with their parameters checked key by key.
 
 ``scheduler: asha`` or ``scheduler: {type: asha, grace_period: 2, max_t: 20}``
-(``{type: pb2, hyperparam_bounds: {lr: [1.0e-4, 1.0e-3]}, ...}``: PB2's bounds as they are);
+(``{type: pb2, hyperparam_bounds: {lr: [1.0e-4, 1.0e-3]}, ...}``: PB2's bounds as they are;
+``{type: pbt_replay, policy_file: RUN_DIR, trial_id: ID}``: a stored PBT trial's schedule);
 ``search: random`` (grid x random, the default), ``search: grid`` (grid axes only), or
-``search: {type: optuna, sampler: tpe, sampler_args: {n_startup_trials: 5}}``.
+``search: {type: optuna, sampler: tpe, sampler_args: {n_startup_trials: 5}}``; any of them with
+``repeat: N`` (and ``set_index: false``) runs each config as N trials and tells the searcher
+their mean (``tuner.search.Repeater``: RL's seed variance).
 Only plain data is accepted: no callables (PBT's ``custom_explore_fn``) come from a spec.
 """
 
@@ -22,6 +25,7 @@ from schedulers import (
     PB2,
     MedianStoppingRule,
     PopulationBasedTraining,
+    PopulationBasedTrainingReplay,
     TrialScheduler,
 )
 from tuner.cli.checks import (
@@ -46,6 +50,7 @@ SCHEDULERS: dict[str, type[TrialScheduler]] = {
     "median": MedianStoppingRule,
     "pbt": PopulationBasedTraining,
     "pb2": PB2,
+    "pbt_replay": PopulationBasedTrainingReplay,
 }
 SEARCHES = ("random", "grid", "optuna")
 #: Optuna sampler names -> (class name in optuna.samplers, modules it needs besides optuna).
@@ -107,6 +112,9 @@ def build_scheduler(node: Any, path: str = "scheduler") -> TrialScheduler:
     kind = node["type"]
     params = scheduler_parameters(kind)
     check_keys(node, path, ["type", *params])
+    for name, param in params.items():
+        if param.default is inspect.Parameter.empty and name not in node:
+            raise SpecError(join(path, name), f"missing: scheduler {kind!r} needs it")
     kwargs: dict[str, Any] = {}
     for key, value in node.items():
         if key == "type":
@@ -161,19 +169,33 @@ def build_searcher(node: Any, seed: int | None, path: str = "search") -> Searche
     """A new searcher from its spec node (None: random, tune.run's default)."""
     kind = search_type(node, path)
     node = {} if node is None else _as_typed_node(node, path, SEARCHES, "search")
-    allowed = ["type", "points_to_evaluate"] + (["sampler", "sampler_args"] if kind == "optuna" else [])
+    allowed = ["type", "points_to_evaluate", "repeat", "set_index"] + (
+        ["sampler", "sampler_args"] if kind == "optuna" else [])
     check_keys(node, path, allowed)
     points = node.get("points_to_evaluate") or []
     points_path = join(path, "points_to_evaluate")
     for i, point in enumerate(expect_list(points, points_path)):
         expect_mapping(point, join(points_path, i))
+    repeat = expect_int(node.get("repeat", 1), join(path, "repeat"), minimum=1) or 1
+    set_index = node.get("set_index", True)
+    if not isinstance(set_index, bool):
+        raise SpecError(join(path, "set_index"), f"expected true or false, got {describe(set_index)}")
+    if "set_index" in node and "repeat" not in node:
+        raise SpecError(join(path, "set_index"), "only with repeat: N (the trials' index in a group of repeats)")
+    searcher: Searcher
     try:
         if kind == "optuna":
             from tuner.search.optuna_search import OptunaSearch
 
-            return OptunaSearch(points_to_evaluate=points, sampler=_sampler(node, path, seed))
-        from tuner.search.basic_variant import BasicVariantGenerator
+            searcher = OptunaSearch(points_to_evaluate=points, sampler=_sampler(node, path, seed))
+        else:
+            from tuner.search.basic_variant import BasicVariantGenerator
 
-        return BasicVariantGenerator(points_to_evaluate=points)
+            searcher = BasicVariantGenerator(points_to_evaluate=points)
     except ValueError as exc:
         raise SpecError(path, str(exc)) from None
+    if "repeat" not in node:
+        return searcher
+    from tuner.search.repeater import Repeater
+
+    return Repeater(searcher, repeat=repeat, set_index=set_index)

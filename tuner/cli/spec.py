@@ -176,7 +176,7 @@ def _check_metric_mode(doc: Mapping[str, Any]) -> tuple[str | None, str | None]:
     needs = []
     scheduler = doc.get("scheduler")
     kind = scheduler if isinstance(scheduler, str) else scheduler.get("type") if isinstance(scheduler, Mapping) else None
-    if kind not in (None, "fifo"):
+    if kind not in (None, "fifo", "pbt_replay"):  # a replay follows a stored schedule: no metric
         needs.append(f"scheduler {kind!r}")
     if components.search_type(doc.get("search")) == "optuna":
         needs.append("search 'optuna'")

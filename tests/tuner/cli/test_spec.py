@@ -90,6 +90,21 @@ def test_schedulers_are_built_with_their_parameters(node, cls, attrs):
     assert kwargs["scheduler"] is not spec.validate(doc, default_name="s").run_kwargs()["scheduler"]  # fresh each run
 
 
+def test_a_pbt_replay_is_built_from_its_policy_file_and_needs_one(tmp_path):
+    import json
+
+    from schedulers import PopulationBasedTrainingReplay
+
+    policy = tmp_path / "pbt_policy_t2.txt"
+    policy.write_text(json.dumps(["t2", "t0", 4, 4, {"lr": 0.1}, {"lr": 0.2}]) + "\n")
+    doc = _doc(scheduler={"type": "pbt_replay", "policy_file": str(policy)})
+    doc.pop("metric", None), doc.pop("mode", None)
+    scheduler = spec.validate(doc, default_name="s").run_kwargs()["scheduler"]
+    assert isinstance(scheduler, PopulationBasedTrainingReplay)
+    with pytest.raises(SpecError, match="spec key 'scheduler.policy_file': missing: scheduler 'pbt_replay' needs it"):
+        spec.validate(_doc(scheduler={"type": "pbt_replay"}), default_name="s")
+
+
 def test_optuna_search_gets_a_seeded_sampler_and_arguments():
     import optuna
 
@@ -131,6 +146,38 @@ def test_overrides_set_nested_keys_and_expand_shorthands(tmp_path):
     path = tmp_path / "my spec!.yaml"
     path.write_text("trainable: tests.tuner.cli.cli_trainables:quadratic\nconfig: {x: 1}\n")
     assert spec.load(path).name.startswith("my_spec__")  # a directory-safe name from the file's
+
+
+def test_repeat_wraps_the_search_in_a_repeater():
+    from tuner.search.optuna_search import OptunaSearch
+    from tuner.search.repeater import Repeater
+
+    searcher = spec.validate(_doc(search={"type": "optuna", "repeat": 3}), default_name="s").run_kwargs()["search_alg"]
+    assert isinstance(searcher, Repeater) and isinstance(searcher.searcher, OptunaSearch)
+    assert (searcher.repeat, searcher.set_index) == (3, True)
+    plain = spec.validate(_doc(search={"type": "random", "repeat": 2, "set_index": False}), default_name="s")
+    searcher = plain.run_kwargs()["search_alg"]
+    assert isinstance(searcher, Repeater) and (searcher.repeat, searcher.set_index) == (2, False)
+    assert not isinstance(spec.validate(_doc(search="random"), default_name="s").run_kwargs()["search_alg"], Repeater)
+
+
+def test_a_repeated_sweep_runs_each_config_on_each_index(ray_session, tmp_path, monkeypatch, capsys):
+    from tuner.analysis import ExperimentAnalysis
+
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "repeat.yaml"
+    path.write_text(
+        # the grid x random generator's num_samples counts configs; each runs twice
+        "trainable: tests.tuner.cli.cli_trainables:quadratic\nmetric: score\nmode: max\nnum_samples: 2\nseed: 0\n"
+        "search: {type: random, repeat: 2}\nresources: {cpu: 0.5}\ntensorboard: false\n"
+        "config: {x: {uniform: [0, 1]}, iterations: 1}\n"
+    )
+    assert main(["sweep", str(path), "--name", "rep", "--set", f"storage_path={tmp_path}"]) == 0
+    assert "sweep rep: 4 trials (4 TERMINATED)" in capsys.readouterr().out
+    with ExperimentAnalysis(tmp_path / "rep") as analysis:
+        configs = sorted((t.config["x"], t.config["__trial_index__"]) for t in analysis.trials)
+    assert [index for _, index in configs] == [0, 1, 0, 1]
+    assert configs[0][0] == configs[1][0] != configs[2][0] == configs[3][0]
 
 
 def test_an_optuna_sweep_runs_end_to_end(ray_session, tmp_path, monkeypatch, capsys):
