@@ -21,6 +21,7 @@ import multiprocessing
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from benchmarks.peers.common import (CLIP, ENTROPY_COEF, GAE_LAMBDA, GAMMA, HIDDEN, MAX_GRAD_NORM, VF_COEF,
                                      Outcome, Workload, make_slow_cartpole, mean_last_100)
@@ -75,8 +76,12 @@ def _objective(trial, work: Workload) -> float:
     return curve.points[-1][1] if curve.points else math.nan
 
 
-def _worker(storage_url: str, study_name: str, work: Workload) -> None:
-    """One worker process: trials from the shared study until its queue of configs is empty."""
+def _worker(storage_url: str, study_name: str, work: Workload, pop_lock: Any) -> None:
+    """One worker process: trials from the shared study until its queue of configs is empty.
+
+    Each takes the next enqueued config with ``study.ask()`` under a lock the workers share:
+    two workers popping the same waiting trial from SQLite at once both run it, and the second
+    ``tell`` fails ("Cannot tell a COMPLETE trial", seen with optuna 5)."""
     import optuna
     import torch
     from optuna.trial import TrialState
@@ -85,13 +90,12 @@ def _worker(storage_url: str, study_name: str, work: Workload) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore")
     study = optuna.load_study(study_name=study_name, storage=storage_url)
-
-    def stop_when_none_waits(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            study.stop()
-
-    if study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        study.optimize(lambda trial: _objective(trial, work), callbacks=[stop_when_none_waits])
+    while True:
+        with pop_lock:
+            if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                return
+            trial = study.ask()
+        study.tell(trial, _objective(trial, work))
 
 
 def run(work: Workload, storage: str) -> Outcome:
@@ -108,7 +112,9 @@ def run(work: Workload, storage: str) -> Outcome:
     for lr, seed in work.configs:
         study.enqueue_trial({"lr": lr, "seed": seed}, user_attrs={ENQUEUED_ATTR: True})
     context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_worker, args=(url, name, work)) for _ in range(min(work.concurrency, work.trials))]
+    pop_lock = context.Lock()
+    procs = [context.Process(target=_worker, args=(url, name, work, pop_lock))
+             for _ in range(min(work.concurrency, work.trials))]
     for proc in procs:
         proc.start()
     for proc in procs:
