@@ -171,6 +171,7 @@ class RolloutWorker:
         self._pending_weights: tuple[int, Any] | None = None
         self._new_fragment = False
         self._room = threading.Event()  # set by a take (or an abort): a full stream may step again
+        self._max_ahead: int | None = None  # a running stream's bound on its untaken steps
         self._configure(**settings)
 
     def ready(self) -> bool:
@@ -297,9 +298,10 @@ class RolloutWorker:
         switch, and every step records the weights version it was sampled with.
 
         ``max_ahead``: at most that many steps (of all this worker's envs at once) wait untaken;
-        then the stream waits for a take. Where the learner takes longer to learn on a batch
-        than the actors take to sample one, an unbounded stream would pile up steps ever older
-        than the learner's weights (and ever more memory) for batches that never catch up."""
+        then the stream waits for a take (the learner moves the bound with :meth:`set_max_ahead`).
+        Where the learner takes longer to learn on a batch than the actors take to sample one,
+        an unbounded stream would pile up steps ever older than the learner's weights (and ever
+        more memory) for batches that never catch up."""
         self._raise_configure_error()
         if weights_version != self.weights_version:
             self.set_weights(weights_version, _unbox(weights_box))
@@ -309,10 +311,12 @@ class RolloutWorker:
         with lock:
             self._taken_at = time.perf_counter()
         room = self._room
+        self._max_ahead = max_ahead
         while request > self._abort_upto:
-            if max_ahead is not None and len(self._steps) >= max_ahead:
+            cap = self._max_ahead
+            if cap is not None and len(self._steps) >= cap:
                 room.clear()
-                if len(self._steps) >= max_ahead:  # looked at again: a take may have come between
+                if len(self._steps) >= cap:  # looked at again: a take may have come between
                     room.wait(0.1)
                 continue
             pending = self._pending_weights
@@ -332,6 +336,11 @@ class RolloutWorker:
                 self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version))
                 self.obs = next_obs
                 self._slots_sampled += len(rewards)
+
+    def set_max_ahead(self, steps: int | None) -> None:
+        """A running :meth:`stream`'s new bound on its untaken steps (None: unbounded)."""
+        self._max_ahead = steps
+        self._room.set()
 
     def slots_sampled(self) -> int:
         """Env steps (reset steps included) this worker sampled for its trial: a trainer letting it

@@ -104,9 +104,10 @@ class WorkerGroup:
     end. Started a few at a time they come up one after another, and each samples from the
     moment it is up.
 
-    ``stream_ahead`` (streams): the env steps the streams may hold untaken, all actors together
-    (each its share): an on-policy trainer's batch, so that a learner slower than its actors
-    gets batches sampled with the weights one update old, not ever older ones. None: unbounded.
+    ``stream_ahead`` (streams): an on-policy trainer's batch; the streams and the leftover for
+    the next batch together hold at most two of them (see :meth:`_max_ahead`), so that a learner
+    slower than its actors gets batches sampled with the weights one or two updates old, not ever
+    older ones. None: unbounded.
     """
 
     def __init__(
@@ -347,7 +348,9 @@ class WorkerGroup:
             if slots < min_slots:
                 time.sleep(self._wait_for(self._aim(min_slots - slots, min_slots, len(self.actors))))
             slots += self._take_all(fresh)
-        return self._keep(carried, fresh, min_slots)
+        batch = self._keep(carried, fresh, min_slots)
+        self._bound_streams()
+        return batch
 
     @staticmethod
     def _aim(need: int, min_slots: int, actors: int) -> int:
@@ -472,11 +475,23 @@ class WorkerGroup:
                                                                 self._max_ahead())
 
     def _max_ahead(self) -> int | None:
-        """A stream's bound on its untaken steps (see ``RolloutWorker.stream``): its share of
-        ``stream_ahead`` env steps, in steps of all its envs at once, and one step more."""
+        """A stream's bound on its untaken steps (see ``RolloutWorker.stream``), in steps of all
+        its envs at once: its share of twice ``stream_ahead`` env steps less those left over for
+        the next batch, and one step more. Everything sampled and not yet learnt from, in the
+        actors and here, stays under two batches however slow the learner; twice, so that an
+        actor whose env runs faster than the others' can sample on while they fill the batch."""
         if self.stream_ahead is None:
             return None
-        return math.ceil(self.stream_ahead / (max(self.num_workers, 1) * self._kwargs["num_envs"])) + 1
+        room = max(2 * self.stream_ahead - self.backlog_steps, 0)
+        return math.ceil(room / (max(self.num_workers, 1) * self._kwargs["num_envs"])) + 1
+
+    def _bound_streams(self) -> None:
+        """Tell the running streams their bound after a batch (the leftover changed it)."""
+        if self.stream_ahead is None:
+            return
+        bound = self._max_ahead()
+        for index in self._streams:
+            self.actors[index].set_max_ahead.options(concurrency_group="control").remote(bound)
 
     def _replace_stream(self, index: int, error: BaseException) -> None:
         self._streams.pop(index, None)

@@ -365,10 +365,16 @@ def test_a_bounded_stream_waits_for_a_take_once_it_holds_max_ahead_steps():
         time.sleep(0.01)
     assert worker.slots_sampled() == 3
     assert not arrived.acquire(timeout=1.0), "a fourth step started while three waited untaken"
-    assert worker.take().valid.shape == (3, 1)
+    worker.set_max_ahead(4)  # the learner moves the bound: one more step, with no take
+    assert arrived.acquire(timeout=30)
+    deadline = time.monotonic() + 30
+    while worker.slots_sampled() < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not arrived.acquire(timeout=1.0), "a fifth step started while four waited untaken"
+    assert worker.take().valid.shape == (4, 1)
     assert arrived.acquire(timeout=30)  # the take made room: the stream steps on
     worker.abort(3)
     for _ in range(3):
         permits.release()
     streaming.join(30)
-    assert out == [None] and worker.slots_sampled() >= 4
+    assert out == [None] and worker.slots_sampled() >= 5
