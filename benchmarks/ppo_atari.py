@@ -45,9 +45,10 @@ and of SB3 for one iteration: imports, ROM loading, first kernels):
   SubprocVecEnv); Ray started inside the measured time with ``num_cpus=--ray-cpus`` (default one
   per actor and the learner's);
 * ``streams``: the same actors sampling on while the learner learns (``sample_async=True``): the
-  next batch's steps are sampled with the weights one update old, and decoupled PPO's importance
-  weights correct them (the share of such steps is printed); a different algorithm from the
-  lock-step ones by that much, which the steps/s alone do not show;
+  next batch's steps are sampled with the weights one or two updates old (the streams and the
+  leftover hold at most two batches), and decoupled PPO's importance weights correct them (the
+  share of such steps is printed); a different algorithm from the lock-step ones by that much,
+  which the steps/s alone do not show;
 * ``inproc``: ours sampling 8 envs in the learner's process (``num_workers=0,
   num_envs_per_worker=8``);
 * ``sb3``: SB3's PPO on the SubprocVecEnv above.
@@ -196,7 +197,7 @@ def run_ours(steps: int, seed: int, actors: int, ray_cpus: int, streams: bool = 
     if threads != 1:
         note = "; ".join(n for n in (note, f"WARNING: torch threads {threads}") if n)
     if streams:
-        note = "; ".join(n for n in (note, f"{stale / max(done, 1):.0%} of steps sampled one update stale") if n)
+        note = "; ".join(n for n in (note, f"{stale / max(done, 1):.0%} of steps sampled with older weights") if n)
     name = (f"ours, {actors} actors x {ZOO['n_envs'] // actors} env" + (", streams" if streams else "")) if actors \
         else "ours, in-process"
     return Run(name, total, done, sample_s, learn_s, updates, first_s, first_steps, load, params, note)
