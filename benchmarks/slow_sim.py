@@ -92,8 +92,9 @@ def run_tuner(work: Workload, storage: str) -> tuple[Outcome, Any]:
         "PPO",
         config={
             "env": "tuner/SlowCartPole-v1", "env_config": work.env_config,
-            "num_workers": work.envs, "num_envs_per_worker": 1, "sample_async": True,
-            "num_cpus_per_worker": work.cpus_per_env, "num_cpus_for_learner": work.learner_cpus,
+            "num_workers": work.envs // work.env_threads, "num_envs_per_worker": work.env_threads,
+            "sample_async": True, "env_threads": work.env_threads > 1,
+            "num_cpus_per_worker": work.cpus_per_env * work.env_threads, "num_cpus_for_learner": work.learner_cpus,
             "train_batch_size": work.batch, "minibatch_size": work.minibatch, "num_epochs": work.epochs,
             "gamma": GAMMA, "lambda": GAE_LAMBDA, "clip_param": CLIP,
             # SB3's and RLlib's value loss is vf_coef * mean((v - R)^2), ours (CleanRL's)
@@ -264,6 +265,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     p.add_argument("--seeds", type=_positive(int, 1), default=2, help="seeds per lr, drawn from --seed (default 2)")
     p.add_argument("--seed", type=_positive(int, 0), default=0, help="draws the trials' seeds (default 0)")
     p.add_argument("--envs", type=_positive(int, 1), default=8, help="envs per trial, one process each (default 8)")
+    p.add_argument("--env-threads", type=_positive(int, 1), default=1,
+                   help="ours: envs per rollout actor, each streaming in a thread of its own (env_threads=True); "
+                        "default 1: a process per env, as the peers")
     p.add_argument("--steps", type=_positive(int, 1), default=24_000, help="env steps per trial (default 24000)")
     p.add_argument("--concurrency", type=_positive(int, 1), default=2, help="trials at once (default 2)")
     p.add_argument("--rollout", type=_positive(int, 1), default=256,
@@ -296,6 +300,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     import numpy as np
 
     seeds = tuple(int(s) for s in np.random.default_rng(args.seed).choice(100_000, size=args.seeds, replace=False))
+    if args.envs % args.env_threads:
+        p.error(f"--env-threads: must divide --envs ({args.envs}), got {args.env_threads}")
     trial_cpus = args.envs * args.cpus_per_env + args.learner_cpus
     ray_cpus = args.ray_cpus if args.ray_cpus is not None else args.concurrency * trial_cpus
     if ray_cpus < trial_cpus:
@@ -303,7 +309,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     work = Workload(lrs=args.lrs, seeds=seeds, envs=args.envs, steps=args.steps, concurrency=args.concurrency,
                     rollout=args.rollout, minibatch=args.minibatch, epochs=args.epochs, fast_ms=args.fast_ms,
                     slow_ms=args.slow_ms, slow_prob=args.slow_prob, cpus_per_env=args.cpus_per_env,
-                    learner_cpus=args.learner_cpus, ray_cpus=ray_cpus)
+                    learner_cpus=args.learner_cpus, ray_cpus=ray_cpus, env_threads=args.env_threads)
     return args, work, [s for s in SYSTEMS if s in systems]
 
 

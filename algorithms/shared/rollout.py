@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from algorithms.fragment import Fragment, RolloutPolicy
+from algorithms.shared.env_threads import EnvThreads
 from algorithms.shared.observations import ObsSpace, stack, tree_map
 from algorithms.shared.vector_env import SerialVectorEnv
 
@@ -89,16 +90,17 @@ def resolve_env(env: str | EnvCreator) -> str | EnvCreator:
 
 
 def make_vector_env(
-    env: str | EnvCreator, env_config: Mapping[str, Any], num_envs: int, worker_index: int = 0
+    env: str | EnvCreator, env_config: Mapping[str, Any], num_envs: int, worker_index: int = 0, first_index: int = 0
 ) -> gym.vector.VectorEnv:
-    """``num_envs`` copies of ``env`` behind gymnasium's vector API, in NEXT_STEP autoreset mode.
+    """``num_envs`` copies of ``env`` behind gymnasium's vector API, in NEXT_STEP autoreset mode; a
+    creator gets ``vector_index`` ``first_index``, ``first_index + 1``, ... in its ``EnvContext``.
 
     A gymnasium id with a native vectorised implementation (CartPole) uses it; any other id, or
     a registered creator, is stepped env by env in a :class:`~algorithms.shared.vector_env.SerialVectorEnv`.
     """
     if callable(env):
         creator = env
-        fns = [lambda i=i: creator(EnvContext(env_config, worker_index, i)) for i in range(num_envs)]
+        fns = [lambda i=i: creator(EnvContext(env_config, worker_index, first_index + i)) for i in range(num_envs)]
         envs: gym.vector.VectorEnv = SerialVectorEnv(fns)
     else:
         native: gym.vector.VectorEnv | None = None
@@ -172,6 +174,7 @@ class RolloutWorker:
         self._new_fragment = False
         self._room = threading.Event()  # set by a take (or an abort): a full stream may step again
         self._max_ahead: int | None = None  # a running stream's bound on its untaken steps
+        self._threads: EnvThreads | None = None  # env_threads: one lane (and thread) per env
         self._configure(**settings)
 
     def ready(self) -> bool:
@@ -185,6 +188,8 @@ class RolloutWorker:
         while ``sample`` runs (see ``algorithms/shared/worker_group.py``)."""
         self._abort_upto = max(self._abort_upto, upto)
         self._room.set()
+        if self._threads is not None:
+            self._threads.abort(upto)
 
     def configure(self, **settings: Any) -> None:
         """Ready the worker for a (new) trial: see :meth:`_configure`. A failure is raised again by
@@ -208,21 +213,40 @@ class RolloutWorker:
         worker_index: int = 0,
         single_thread: bool = True,
         policy: Any = None,
+        env_threads: bool = False,
+        vector_index: int = 0,
     ) -> None:
         """Ready the worker for a (new) trial: its envs (kept when the env and its config are the
-        same as the last trial's), a policy whose weights arrive with the first request, and seeds."""
+        same as the last trial's), a policy whose weights arrive with the first request, and seeds.
+        ``env_threads``: each env streams in a thread of its own (``algorithms/shared/env_threads.py``);
+        ``vector_index``: the first env's index in its actor (one env thread's)."""
         self.worker_index = worker_index
         self.node = _node_address()
-        env_key = (env if isinstance(env, str) else id(env), repr(sorted(env_config.items())), num_envs, worker_index)
+        if env_threads:
+            if self.envs is not None:
+                self.envs.close()
+                self.envs, self._env_key = None, None
+            self._threads = self._threads or EnvThreads()
+            self.policy: RolloutPolicy = self._threads.configure(env=env, env_config=env_config, num_envs=num_envs,
+                                                  policy_factory=policy_factory, policy_kwargs=policy_kwargs,
+                                                  seed=seed, worker_index=worker_index)
+            self.num_envs, self.weights_version, self._shares_policy = num_envs, -1, False
+            self.obs_space: ObsSpace = self._threads.lanes[0].obs_space
+            return
+        if self._threads is not None:
+            self._threads.close()
+            self._threads = None
+        env_key = (env if isinstance(env, str) else id(env), repr(sorted(env_config.items())), num_envs, worker_index,
+                   vector_index)
         if self.envs is None or env_key != self._env_key:
             if self.envs is not None:
                 self.envs.close()
-            self.envs = make_vector_env(env, env_config, num_envs, worker_index)
+            self.envs = make_vector_env(env, env_config, num_envs, worker_index, vector_index)
             self._env_key = env_key
         self.num_envs = num_envs
         self.obs_space = ObsSpace(self.envs.single_observation_space)
         self._shares_policy = policy is not None  # the learner's own: its fragments are always current
-        self.policy: RolloutPolicy = policy if policy is not None else policy_factory(**policy_kwargs)
+        self.policy = policy if policy is not None else policy_factory(**policy_kwargs)
         bind_worker = getattr(self.policy, "bind_worker", None)
         if bind_worker is not None:  # e.g. DQN's per-worker exploration
             bind_worker(worker_index)
@@ -272,6 +296,8 @@ class RolloutWorker:
         if request is not None and request <= self._abort_upto:
             return None
         self._raise_configure_error()
+        if self._threads is not None:
+            raise RuntimeError("env_threads=True: the envs stream (sample_async=True); sample() steps them in lock-step")
         if weights_version is not None and weights_version != self.weights_version and weights_box:
             self.set_weights(weights_version, _unbox(weights_box))
         start = time.perf_counter()
@@ -303,6 +329,9 @@ class RolloutWorker:
         an unbounded stream would pile up steps ever older than the learner's weights (and ever
         more memory) for batches that never catch up."""
         self._raise_configure_error()
+        if self._threads is not None:
+            self._threads.stream(weights_version, _unbox(weights_box), request, max_ahead)
+            return
         if weights_version != self.weights_version:
             self.set_weights(weights_version, _unbox(weights_box))
         envs, policy, rng, lock = self.envs, self.policy, self.rng, self._lock
@@ -341,21 +370,29 @@ class RolloutWorker:
         """A running :meth:`stream`'s new bound on its untaken steps (None: unbounded)."""
         self._max_ahead = steps
         self._room.set()
+        if self._threads is not None:
+            self._threads.set_max_ahead(steps)
 
     def slots_sampled(self) -> int:
         """Env steps (reset steps included) this worker sampled for its trial: a trainer letting it
         go checks every one of them reached a batch."""
-        return self._slots_sampled
+        return self._threads.slots_sampled() if self._threads is not None else self._slots_sampled
 
     def push_weights(self, weights_version: int, weights_box: list[Any]) -> None:
         """New weights for a running :meth:`stream`: fetched here, loaded by the sampling thread
         before its next step."""
+        if self._threads is not None:
+            self._threads.push_weights(weights_version, _unbox(weights_box))
+            return
         self._pending_weights = (weights_version, _unbox(weights_box))
 
-    def take(self) -> Fragment | None:
+    def take(self) -> Fragment | list[Fragment] | None:
         """The steps a :meth:`stream` sampled since the last take, as a fragment (see
         :meth:`_run`; ``last_values`` is None: the learner computes it with its own weights, and
-        ``weights_versions`` holds each step's), or None when there are none yet."""
+        ``weights_versions`` holds each step's), or None when there are none yet; with
+        ``env_threads``, a fragment per env that sampled."""
+        if self._threads is not None:
+            return self._threads.take()
         with self._lock:
             steps, self._steps = self._steps, []
             last_obs, taken_at = self.obs, self._taken_at
@@ -383,7 +420,10 @@ class RolloutWorker:
         )
 
     def close(self) -> None:
-        self.envs.close()
+        if self._threads is not None:
+            self._threads.close()
+        if self.envs is not None:
+            self.envs.close()
 
     # -- the sampling loop -------------------------------------------------------------------
     def _run(self, T: int, request: int | None = None) -> Fragment | None:

@@ -86,6 +86,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # async with sample requests instead of streams: the learner takes the first fragments to
     # arrive, each actor keeps this many requests queued (RLlib APPO's; WorkerGroup.sample)
     "max_requests_in_flight_per_worker": None,
+    # True: each env of a rollout actor streams in a thread of its own (simulators that wait: several
+    # envs per process without lock-step; algorithms/shared/env_threads.py)
+    "env_threads": False,
     "seed": None,  # None: drawn at setup (and saved in checkpoints)
     # episode_return_mean & co. are over the last this many completed episodes (RLlib's key)
     "metrics_num_episodes_for_smoothing": 100,
@@ -136,7 +139,7 @@ class DistributedTrainer(Trainable):
     _aliases: ClassVar[dict[str, str]] = {}
     #: Keys whose change needs a new trainer (new actors, new network): reset_config returns False.
     _rebuild_keys: ClassVar[tuple[str, ...]] = (
-        "env", "env_config", "preprocessing", "num_workers", "num_envs_per_worker", "sample_async", "seed",
+        "env", "env_config", "preprocessing", "num_workers", "num_envs_per_worker", "sample_async", "env_threads", "seed",
         "num_cpus_for_learner", "num_cpus_per_worker", "num_gpus_for_learner", "model", "model_config",
         "optimizer", "optimizer_config",
     )
@@ -190,6 +193,12 @@ class DistributedTrainer(Trainable):
         requests = c["max_requests_in_flight_per_worker"]
         check(requests is None or (is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
               "must be None (asynchronous sampling streams) or an int >= 1", requests)
+        check(isinstance(c["env_threads"], bool), "env_threads", "must be True or False", c["env_threads"])
+        if c["env_threads"]:
+            check(is_int(c["num_workers"]) and c["num_workers"] >= 1 and c["sample_async"]
+                  and requests is None and cls.bounded_streams, "env_threads",
+                  "True needs streaming rollout actors of an on-policy trainer (num_workers >= 1, "
+                  "sample_async=True, max_requests_in_flight_per_worker=None)", c["env_threads"])
         check(c["seed"] is None or is_seed(c["seed"]), "seed", "must be None or an int >= 0", c["seed"])
         window = c["metrics_num_episodes_for_smoothing"]
         check(is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
@@ -386,6 +395,7 @@ class DistributedTrainer(Trainable):
                 policy_factory=factory,
                 policy_kwargs=policy_kwargs,
                 seed=self.seed,
+                **({"env_threads": True} if c["env_threads"] else {}),
             ),
             num_workers=c["num_workers"],
             num_cpus_per_worker=c["num_cpus_per_worker"],

@@ -389,11 +389,10 @@ class WorkerGroup:
                 if self.actors.get(index) is actor:
                     self._replace_stream(index, exc)
                 continue
-            if fragment is None:
-                continue
-            self._received(index, fragment)
-            taken += fragment.slots
-            fragments.append(fragment)
+            for one in _fragments(fragment):  # an actor with env_threads gives one per env
+                self._received(index, one)
+                taken += one.slots
+                fragments.append(one)
         if taken and self._last_take:  # smoothed: a few slow steps make one interval's count noisy
             rate = taken / max(now - self._last_take, 1e-3)
             self._rate = rate if self._rate is None else 0.7 * self._rate + 0.3 * rate
@@ -581,9 +580,9 @@ class WorkerGroup:
                 rest = ray.get(actor.take.options(concurrency_group="control").remote())
             except RayActorError:  # died meanwhile: nothing more to take
                 rest = None
-            if rest is not None:
-                self._received(index, rest)
-                self._carry.append(rest)
+            for one in _fragments(rest):
+                self._received(index, one)
+                self._carry.append(one)
         for ref, (other, _) in list(self._inflight.items()):
             if other == index:
                 del self._inflight[ref]
@@ -600,3 +599,10 @@ class WorkerGroup:
             sampled = -1
         self.retired.append((index, sampled, self._taken_slots.pop(index, 0)))
         _kill(actor)
+
+
+def _fragments(taken: Fragment | list[Fragment] | None) -> list[Fragment]:
+    """What a take returned, as a list (None: nothing; a list: an actor's env threads' fragments)."""
+    if taken is None:
+        return []
+    return taken if isinstance(taken, list) else [taken]

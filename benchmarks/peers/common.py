@@ -49,6 +49,7 @@ class Workload:
     cpus_per_env: float  # told to Ray per rollout actor / env runner
     learner_cpus: float  # told to Ray per trial's learner (ours: the trial actor; RLlib: the algorithm)
     ray_cpus: float  # told to Ray (both Ray systems)
+    env_threads: int = 1  # ours: envs per rollout actor, each streaming in a thread (1: a process per env)
 
     @property
     def configs(self) -> list[tuple[float, int]]:
