@@ -43,6 +43,7 @@ trial config, and for ours where the sweep's time went (its stored profile, as `
     python benchmarks/slow_sim.py --repeat 3               # medians of 3 with the spread (README)
     python benchmarks/slow_sim.py --systems tuner --envs 4 --steps 8000
     python benchmarks/slow_sim.py --quick --systems tuner  # tiny: the smoke test's workload
+    python benchmarks/slow_sim.py --systems tuner --env-threads 8   # ours: one actor of 8 env threads per trial
 
 The machine may be shared: each system's note gives the 1-minute load average when it started,
 and ``--repeat`` starts each repeat with the next system in turn, so a drift in load does not
