@@ -2,7 +2,8 @@
 
 The work, the same for every system (issue 17): a sweep of 4 PPO trials, 2 learning rates
 (1e-3, 2.5e-3: SB3 learns CartPole at both) x 2 seeds (drawn once from ``--seed``, given to every
-system), 2 trials at once; 8 envs per trial, each in its own process; 24,000 env steps per trial
+system), 2 trials at once; 8 envs per trial (each in its own process for the peers; ours: see
+below); 24,000 env steps per trial
 (every system stops a trial at its first iteration boundary at or past it, counting env steps
 that are transitions: SB3 and RLlib at 24,576 with batches of 2,048; ours a little later, as its
 batches hold slightly fewer transitions: an env's reset takes a slot of its fragment); on
@@ -11,11 +12,13 @@ probability 0.03. The same PPO everywhere: a batch of 2,048 env steps per update
 envs), 10 epochs, minibatch 512, gamma 0.99, GAE lambda 0.95, clip 0.2, no KL term, no entropy
 bonus, value loss 0.5 x the mean squared error, separate 64x64 tanh policy and value nets, Adam, gradient norm 0.5.
 
-* tuner (ours): ``tune.run("PPO")``, 8 rollout actors of 1 env (``num_workers=8,
-  num_envs_per_worker=1``) sampling asynchronously (``sample_async=True``: each actor steps its
-  env without pause and loads new weights between two steps; the learner takes the steps sampled
-  when the batch is full, so a batch holds about 2,048 steps however unevenly the envs stepped),
-  1 CPU each and 1 for the learner, so Ray packs 2 trials of 8 + 1 CPUs on the 18 it is told.
+* tuner (ours): ``tune.run("PPO")``, one rollout actor per trial holding its 8 envs, each env
+  streaming in a thread of its own (``num_workers=1, num_envs_per_worker=8, env_threads=True``;
+  ``--env-threads 1``: 8 rollout actors of 1 env, a process per env as the peers have), sampling
+  asynchronously (``sample_async=True``: each env steps without pause and its thread loads new
+  weights between two steps; the learner takes the steps sampled when the batch is full, so a
+  batch holds about 2,048 steps however unevenly the envs stepped), 1 CPU per env and 1 for the
+  learner, so Ray packs 2 trials of 8 + 1 CPUs on the 18 it is told.
 * Optuna + SB3: the study enqueues the same 4 configs (no sampling); 2 worker processes take them
   in turn; SB3's PPO on ``SubprocVecEnv(8)`` (one process per env, stepped in lock-step).
 * Ray Tune + RLlib: ``Tuner("PPO")`` over the same grid, 2 at once, 8 env runners of 1 env
@@ -43,7 +46,7 @@ trial config, and for ours where the sweep's time went (its stored profile, as `
     python benchmarks/slow_sim.py --repeat 3               # medians of 3 with the spread (README)
     python benchmarks/slow_sim.py --systems tuner --envs 4 --steps 8000
     python benchmarks/slow_sim.py --quick --systems tuner  # tiny: the smoke test's workload
-    python benchmarks/slow_sim.py --systems tuner --env-threads 8   # ours: one actor of 8 env threads per trial
+    python benchmarks/slow_sim.py --systems tuner --env-threads 1   # ours with a process per env
 
 The machine may be shared: each system's note gives the 1-minute load average when it started,
 and ``--repeat`` starts each repeat with the next system in turn, so a drift in load does not
@@ -266,9 +269,9 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     p.add_argument("--seeds", type=_positive(int, 1), default=2, help="seeds per lr, drawn from --seed (default 2)")
     p.add_argument("--seed", type=_positive(int, 0), default=0, help="draws the trials' seeds (default 0)")
     p.add_argument("--envs", type=_positive(int, 1), default=8, help="envs per trial, one process each (default 8)")
-    p.add_argument("--env-threads", type=_positive(int, 1), default=1,
+    p.add_argument("--env-threads", type=_positive(int, 1), default=None,
                    help="ours: envs per rollout actor, each streaming in a thread of its own (env_threads=True); "
-                        "default 1: a process per env, as the peers")
+                        "default: all of a trial's envs in one actor; 1: a process per env, as the peers")
     p.add_argument("--steps", type=_positive(int, 1), default=24_000, help="env steps per trial (default 24000)")
     p.add_argument("--concurrency", type=_positive(int, 1), default=2, help="trials at once (default 2)")
     p.add_argument("--rollout", type=_positive(int, 1), default=256,
@@ -301,6 +304,8 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     import numpy as np
 
     seeds = tuple(int(s) for s in np.random.default_rng(args.seed).choice(100_000, size=args.seeds, replace=False))
+    if args.env_threads is None:
+        args.env_threads = args.envs
     if args.envs % args.env_threads:
         p.error(f"--env-threads: must divide --envs ({args.envs}), got {args.env_threads}")
     trial_cpus = args.envs * args.cpus_per_env + args.learner_cpus
