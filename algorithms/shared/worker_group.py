@@ -125,6 +125,7 @@ class WorkerGroup:
         if stream_ahead is not None and stream_ahead < 1:
             raise ValueError(f"stream_ahead must be None or at least 1, got {stream_ahead!r}")
         self.stream_ahead = stream_ahead
+        self._bound_sent: int | None = None  # the bound the running streams were last told (None: none yet)
         self.created_at = time.perf_counter()
         self._kwargs = worker_kwargs
         self.num_workers = num_workers
@@ -472,6 +473,7 @@ class WorkerGroup:
         self._last_request = self._stream_request[index] = next(_requests)
         self._streams[index] = self.actors[index].stream.remote(self._version, [self._weights_ref], self._last_request,
                                                                 self._max_ahead())
+        self._bound_sent = None  # a stream started with its own: tell them all at the next batch
 
     def _max_ahead(self) -> int | None:
         """A stream's bound on its untaken steps (see ``RolloutWorker.stream``), in steps of all
@@ -489,6 +491,9 @@ class WorkerGroup:
         if self.stream_ahead is None:
             return
         bound = self._max_ahead()
+        if bound == self._bound_sent:  # a learner that keeps pace leaves it alone: no call per batch
+            return
+        self._bound_sent = bound
         for index in self._streams:
             self.actors[index].set_max_ahead.options(concurrency_group="control").remote(bound)
 
