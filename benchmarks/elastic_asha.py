@@ -46,8 +46,10 @@ the fixed one's and whether the same trials were promoted.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -81,12 +83,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slow-prob", type=float, default=0.03)
     p.add_argument("--modes", default="fixed,replay,elastic")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1, help="run the modes this many times; medians at the end")
+    p.add_argument("--save", default=None, help="write every sweep's outcome, its iterations included, to this JSON file")
     args = p.parse_args(argv)
     if args.trials % len(LRS):
         p.error(f"--trials: a multiple of {len(LRS)} (the learning rates x seeds), got {args.trials}")
     if args.env_threads is None:
         args.env_threads = args.envs
-    for name in ("trials", "envs", "env_threads", "batch", "grace", "max_t"):
+    for name in ("trials", "envs", "env_threads", "batch", "grace", "max_t", "repeat"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(args, name)}")
     if args.envs % args.env_threads:
@@ -194,6 +198,7 @@ def run_sweep(mode: str, args: argparse.Namespace, configs: list[dict[str, Any]]
     return {
         "mode": mode, "wall_s": wall, "env_steps": int(sum(df["env_steps_total"].iloc[-1] for df in frames.values())),
         "start": sweep_start, "end": sweep_end, "after": after, "steps_after": steps_after, "lives": lives,
+        "iterations": rows,
         "arrivals": [(when - sweep_start, i, score) for when, i, score in sorted(arrivals)],
         "promoted": promoted, "workers_at_end": survivors_workers, "stops": {k: v for k, v in ended_at.items() if v},
         "bad": [t.status for t in analysis.trials if t.status != "TERMINATED"],
@@ -212,20 +217,9 @@ def ideal_steps(args: argparse.Namespace, lives: list[tuple[float, float]], begi
     return total
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
-    configs = trial_configs(args)
-    from algorithms.shared.envs import measure_mean_step
-
-    env_config = {"fast_ms": args.fast_ms, "slow_ms": args.slow_ms, "slow_prob": args.slow_prob}
-    mean_step = measure_mean_step(env_config)
-    load = os.getloadavg()[0]
-    print(f"{args.trials} PPO trials x {args.envs} envs at start, {args.env_threads} per rollout actor"
-          f"{' (env threads)' if args.env_threads > 1 else ''}; Ray told {args.ray_cpus:g} CPUs "
-          f"(learner {args.learner_cpus:g}, actor {args.worker_cpus * args.env_threads:.4g}); ASHA on env_steps_total: grace {args.grace}, "
-          f"reduction factor {args.rf:g}, max_t {args.max_t}; batch {args.batch}; SlowCartPole {args.fast_ms:g} ms, "
-          f"{args.slow_ms:g} ms with p={args.slow_prob:g}: mean step {mean_step * 1e3:.2f} ms measured; "
-          f"{os.cpu_count()} cores here, 1-minute load {load:.1f}")
+def run_modes(args: argparse.Namespace, configs: list[dict[str, Any]], mean_step: float) -> list[dict[str, Any]]:
+    """Each of ``--modes`` once, in order, and their table; returns the outcomes, with the figures
+    the table printed (``after_of_ideal``, ``ratio``: the fixed sweep's wall time over this one's)."""
     envs_start = (args.ray_cpus - args.trials * args.learner_cpus) / args.worker_cpus
     outcomes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as storage:
@@ -241,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         after_s = o["end"] - o["after"]
         rate_after = o["steps_after"] / max(after_s, 1e-9)
         ideal_after = ideal_steps(args, o["lives"], o["after"], o["end"], mean_step) / max(after_s, 1e-9)
+        o["after_of_ideal"] = rate_after / ideal_after
         print(f"{o['mode']:>8} {o['wall_s']:7.1f} {o['env_steps']:10,} {rate:8.0f} {rate / ideal_sweep:8.1%} "
               f"{after_s:12.1f} {rate_after:8.0f} {rate_after / ideal_after:8.1%}  {o['workers_at_end']}; "
               f"{o['promoted']}" + (f"  NOT TERMINATED: {o['bad']}" if o["bad"] else ""))
@@ -254,10 +249,55 @@ def main(argv: list[str] | None = None) -> int:
     for o in outcomes:
         if fixed is None or o is fixed:
             continue
-        same = fixed["promoted"] == o["promoted"]
-        print(f"{o['mode']} ends {fixed['wall_s'] / o['wall_s']:.2f}x sooner than fixed; "
-              f"{'the same trials promoted' if same else 'DIFFERENT trials promoted'} "
+        o["ratio"] = fixed["wall_s"] / o["wall_s"]
+        o["same"] = fixed["promoted"] == o["promoted"]
+        print(f"{o['mode']} ends {o['ratio']:.2f}x sooner than fixed; "
+              f"{'the same trials promoted' if o['same'] else 'DIFFERENT trials promoted'} "
               f"({fixed['promoted']} / {o['promoted']})")
+    return outcomes
+
+
+def summarize(runs: list[list[dict[str, Any]]]) -> None:
+    """Per mode over the repeats: the median [min-max] of the after-rung fraction of the ideal and
+    of the wall-time ratio against the fixed sweep, and how often the same trials were promoted."""
+    print(f"\nover {len(runs)} repeats: median [min-max]")
+    for mode in [o["mode"] for o in runs[0]]:
+        got = [o for outcomes in runs for o in outcomes if o["mode"] == mode]
+        after = sorted(o["after_of_ideal"] for o in got)
+        line = f"{mode:>8}: after the first rung {statistics.median(after):.1%} [{after[0]:.1%}-{after[-1]:.1%}] of the ideal"
+        if "ratio" in got[0]:
+            ratios = sorted(o["ratio"] for o in got)
+            line += (f"; ends {statistics.median(ratios):.2f}x [{ratios[0]:.2f}-{ratios[-1]:.2f}] sooner than fixed; "
+                     f"the same trials promoted in {sum(o['same'] for o in got)} of {len(got)}")
+        print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    configs = trial_configs(args)
+    from algorithms.shared.envs import measure_mean_step
+
+    env_config = {"fast_ms": args.fast_ms, "slow_ms": args.slow_ms, "slow_prob": args.slow_prob}
+    mean_step = measure_mean_step(env_config)
+    load = os.getloadavg()[0]
+    print(f"{args.trials} PPO trials x {args.envs} envs at start, {args.env_threads} per rollout actor"
+          f"{' (env threads)' if args.env_threads > 1 else ''}; Ray told {args.ray_cpus:g} CPUs "
+          f"(learner {args.learner_cpus:g}, actor {args.worker_cpus * args.env_threads:.4g}); ASHA on env_steps_total: grace {args.grace}, "
+          f"reduction factor {args.rf:g}, max_t {args.max_t}; batch {args.batch}; SlowCartPole {args.fast_ms:g} ms, "
+          f"{args.slow_ms:g} ms with p={args.slow_prob:g}: mean step {mean_step * 1e3:.2f} ms measured; "
+          f"{os.cpu_count()} cores here, 1-minute load {load:.1f}")
+    runs = []
+    for repeat in range(args.repeat):
+        if args.repeat > 1:
+            print(f"\n== repeat {repeat + 1} of {args.repeat}", flush=True)
+        runs.append(run_modes(args, configs, mean_step))
+    if args.save:
+        with open(args.save, "w") as f:
+            json.dump({"args": vars(args), "mean_step_s": mean_step,
+                       "runs": [[{**o, "stops": [[*k, v] for k, v in o["stops"].items()]} for o in outcomes]
+                                for outcomes in runs]}, f)
+    if args.repeat > 1:
+        summarize(runs)
     return 0
 
 
