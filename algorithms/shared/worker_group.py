@@ -139,6 +139,8 @@ class WorkerGroup:
         self.actors: dict[int, Any] = {}
         self._inflight: dict[ray.ObjectRef, tuple[int, Any]] = {}  # sample request -> (worker index, actor)
         self._streams: dict[int, ray.ObjectRef] = {}  # worker index -> its running stream call
+        self._up: set[int] = set()  # worker indices whose actor has answered: up and running
+        self._pending_take: dict[int, ray.ObjectRef] = {}  # a take asked of an actor still starting
         self._rate: float | None = None  # env steps/s of all streams together, from the last takes
         self._last_take = 0.0
         self._carry: list[Fragment] = []  # streamed steps left over from the last batch
@@ -172,6 +174,7 @@ class WorkerGroup:
             parked = self._take_parked(index)
             if parked is not None:
                 self.actors[index] = parked
+                self._up.add(index)
             elif max_starting is not None and len(self._starting) >= max_starting:
                 self._deferred.append(index)
             else:
@@ -378,10 +381,23 @@ class WorkerGroup:
         return max(0.0, slots / self._rate - (time.perf_counter() - self._last_take))
 
     def _take_all(self, fragments: list[Fragment]) -> int:
-        """Take every actor's steps into ``fragments`` (replacing a dead actor); returns how many."""
+        """Take every actor's steps into ``fragments`` (replacing a dead actor); returns how many.
+
+        An actor still starting (a new one, or one that grew the trainer) answers once it is up,
+        a second or more later: its take is left in flight for the next round instead of holding
+        up the batch, so the actors already sampling are never made to wait for it (their streams
+        would stop at their bound meanwhile)."""
         now = time.perf_counter()
-        takes = {actor.take.options(concurrency_group="control").remote(): (index, actor)
-                 for index, actor in self.actors.items()}
+        takes = {}
+        for index, actor in self.actors.items():
+            ref = self._pending_take.pop(index, None)
+            takes[ref if ref is not None else actor.take.options(concurrency_group="control").remote()] = (index, actor)
+        starting = [ref for ref, (index, _) in takes.items() if index not in self._up]
+        if starting:
+            answered, _ = ray.wait(starting, num_returns=len(starting), timeout=0)
+            for ref in set(starting) - set(answered):
+                index, _ = takes.pop(ref)
+                self._pending_take[index] = ref
         taken = 0
         for ref, (index, actor) in takes.items():
             try:
@@ -390,6 +406,7 @@ class WorkerGroup:
                 if self.actors.get(index) is actor:
                     self._replace_stream(index, exc)
                 continue
+            self._up.add(index)
             for one in _fragments(fragment):  # an actor with env_threads gives one per env
                 self._received(index, one)
                 taken += one.slots
@@ -499,6 +516,8 @@ class WorkerGroup:
 
     def _replace_stream(self, index: int, error: BaseException) -> None:
         self._streams.pop(index, None)
+        self._pending_take.pop(index, None)  # asked of the dead actor
+        self._up.discard(index)
         self._replace(index, error)
         self._start_stream(index)
 
@@ -539,6 +558,8 @@ class WorkerGroup:
         self.actors.clear()
         self._inflight.clear()
         self._streams.clear()
+        self._pending_take.clear()
+        self._up.clear()
         self._streaming = False
         self._deferred.clear()  # never started: the next trainer of this group starts them
         self._starting.clear()
@@ -577,6 +598,15 @@ class WorkerGroup:
         """Let actor ``index`` go: its stream stopped between two steps and everything it sampled
         kept for the next batch (or its requests in flight waited for), then the actor killed."""
         actor = self.actors.pop(index)
+        self._up.discard(index)
+        pending = self._pending_take.pop(index, None)  # asked while it started: its steps come first
+        if pending is not None:
+            try:
+                for one in _fragments(ray.get(pending)):
+                    self._received(index, one)
+                    self._carry.append(one)
+            except RayActorError:
+                pass
         stream = self._streams.pop(index, None)
         if stream is not None:
             actor.abort.options(concurrency_group="control").remote(self._stream_request.pop(index))

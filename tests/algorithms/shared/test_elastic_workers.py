@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+import gymnasium as gym
 import numpy as np
 import pytest
 import ray
@@ -10,7 +14,8 @@ from ray.exceptions import RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from algorithms import PPO
+from algorithms import PPO, register_env
+
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -18,6 +23,21 @@ LEARNER_CPUS, WORKER_CPUS = 0.25, 0.1
 CONFIG = {"env": "CartPole-v1", "num_workers": 2, "num_envs_per_worker": 2, "train_batch_size": 128,
           "minibatch_size": 64, "num_epochs": 1, "seed": 0, "num_cpus_for_learner": LEARNER_CPUS,
           "num_cpus_per_worker": WORKER_CPUS}
+
+
+class SlowStartEnv(gym.Wrapper):
+    """CartPole whose rollout actors past the trial's own two (extensions) come up only once the
+    test creates ``config["gate"]``: an actor that takes long to start."""
+
+    def __init__(self, config):
+        gate, deadline = Path(config["gate"]), time.monotonic() + 120
+        while config.worker_index > 2 and not gate.exists():  # the test opens the gate
+            assert time.monotonic() < deadline, "the test never opened the gate"
+            time.sleep(0.05)
+        super().__init__(gym.make("CartPole-v1"))
+
+
+register_env("slow-start", SlowStartEnv)
 
 
 def plain(value):
@@ -103,12 +123,16 @@ def test_rollout_actors_grow_and_shrink_with_the_bundles(sample_async):
         assert same_learner(before, ray.get(host.learner.remote()))  # the learner is untouched
         actors = ray.get(host.actors.remote())
         assert sorted(actors) == [1, 2, 3, 4]
-        for _ in range(2):
+        def sampled(i):
+            return ray.get(actors[i].slots_sampled.options(concurrency_group="control").remote())
+
+        for _ in range(200):  # the batches go on while the new actors start; then they sample too
             result = ray.get(host.train.remote())
             assert result["num_workers"] == 4
             steps.append(result["env_steps_total"])
-        # the new actors sampled for those batches, in their extension groups
-        assert all(ray.get(actors[i].slots_sampled.options(concurrency_group="control").remote()) > 0 for i in (3, 4))
+            if len(steps) >= 4 and all(sampled(i) > 0 for i in (3, 4)):
+                break
+        assert all(sampled(i) > 0 for i in (3, 4))  # in their extension groups
 
         before = ray.get(host.learner.remote())
         assert ray.get(host.update.remote(own, [])) is True
@@ -148,3 +172,35 @@ def test_only_rollout_actor_bundles_are_taken_in_place():
     assert not PPO.accepts_resources(CONFIG, [{"CPU": 0.25}, {"CPU": 0.1}, {"CPU": 0.1}, {"CPU": 0.05}])
     assert not PPO.accepts_resources(CONFIG, [{"CPU": 0.25}, {"CPU": 0.1}, {"CPU": 0.1}, {"GPU": 1.0}])
     assert PPO.accepts_resources(CONFIG, [{"CPU": 0.25}, {"CPU": 0.1}, {"CPU": 0.1}, {"CPU": 0.5}])
+
+
+def test_batches_do_not_wait_for_a_new_actor_still_starting(tmp_path):
+    gate = tmp_path / "gate"
+    config = {**CONFIG, "env": "slow-start", "env_config": {"gate": str(gate)}, "sample_async": True}
+    own = PPO.default_resource_request(config)
+    pg = placement_group(own)
+    extension = placement_group([{"CPU": WORKER_CPUS}])
+    host = Host.options(num_cpus=LEARNER_CPUS, scheduling_strategy=PlacementGroupSchedulingStrategy(
+        placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)).remote(config)
+    try:
+        ray.get(host.train.remote())
+        assert ray.get(host.update.remote(own + [{"CPU": WORKER_CPUS}], [extension])) is True
+        for _ in range(3):  # the two actors that are up fill the batches meanwhile
+            assert ray.get(host.train.remote(), timeout=60)["num_workers"] == 3
+        new = ray.get(host.actors.remote())[3]
+        assert not gate.exists()
+        gate.touch()
+        sampled = 0
+        for _ in range(200):  # it comes up and samples into the batches from then on
+            ray.get(host.train.remote(), timeout=60)
+            sampled = ray.get(new.slots_sampled.options(concurrency_group="control").remote())
+            if sampled:
+                break
+        assert sampled > 0
+        assert ray.get(host.update.remote(own, [])) is True
+        (index, sampled, taken), = ray.get(host.retired.remote())
+        assert index == 3 and sampled == taken  # every step it sampled went into a batch (or the next)
+    finally:
+        ray.kill(host)
+        for group in (pg, extension):
+            remove_placement_group(group)
