@@ -9,6 +9,8 @@ reached through a ``Backend`` (see ``backend``), so the decisions can be tested 
 One module, longer than most, because it is one job: starting trials, their results, the
 scheduler's decisions, pauses, exploits and failures all read and change the same loop state
 (calls in flight, trial statuses, the store's batches), which a split would only pass around.
+Changing a running trial's resources (``ResourceChangingScheduler``) is placement-group work of
+its own, in ``resource_changes``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from typing import Any, Callable, Mapping
 
 import ray
 
-from schedulers.resource_changing import RESOURCES_IN_PLACE, RESOURCES_ON_RESTART, RESOURCES_REFUSED
 from schedulers.trial_scheduler import TrialScheduler
 from schedulers.trial_status import ENDED, TrialStatus
 from tuner.callback import CallbackList
@@ -36,6 +37,7 @@ from tuner.execution.profiler import SweepProfiler
 from tuner.execution.protocol import Call, Report, RunReply
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.packed_call import pack
+from tuner.execution.resource_changes import ResourceChanges
 from tuner.execution.resources import PlacementGroupFactory, check_feasible
 from tuner.execution.resume import StoredSweep
 from tuner.execution.slots import SlotPool
@@ -60,7 +62,7 @@ RESULT_BATCH_MAX = 100
 _STATE_SAVE_INTERVAL_S = 2.0
 
 
-class Controller:
+class Controller(ResourceChanges):
     """Runs one experiment to completion.
 
     ``options`` are ``tune.run``'s, checked (see ``tune.run`` for their meaning; the controller
@@ -164,84 +166,6 @@ class Controller:
     def get_live_trials(self) -> list[Trial]:
         """The trials that have not ended (PENDING, RUNNING, PAUSED)."""
         return [t for t in self._trials if t.status not in ENDED]
-
-    def cluster_resources(self) -> dict[str, float]:
-        """The cluster's total resources (re-read every few seconds)."""
-        self._pool.read_cluster_resources()
-        return self._pool.total
-
-    def set_trial_resources(self, trial: Trial, bundles: list[dict[str, float]]) -> str:
-        """Give the running ``trial`` (its result being decided) the placement-group ``bundles``
-        (``ResourceChangingScheduler``).
-
-        In place when its trainable takes them (``Trainable.accepts_resources``): bundles beyond
-        those of the trial's own group are each reserved as a group of their own (a Ray placement
-        group cannot be resized), only when free; the trial actor hands them to the trainable
-        before its next iteration (``update_resources``), and groups it no longer needs are given
-        back once it confirms it let them go. Otherwise Ray Tune's way: the trial restarts from a
-        checkpoint in a group of the new shape (answered RESOURCES_ON_RESTART: the scheduler
-        pauses it), or keeps what it has when it cannot be checkpointed (RESOURCES_REFUSED).
-        """
-        slot = self._pool.running.get(trial.trial_id)
-        if slot is None or trial.status != TrialStatus.RUNNING:
-            return RESOURCES_REFUSED
-        new = PlacementGroupFactory(bundles, strategy=slot.pgf.strategy)
-        own = slot.pgf.bundles
-        cls = self._trainable_cls
-        if (cls.supports_elastic_resources and new.bundles[:len(own)] == own
-                and cls.accepts_resources(trial.config, new.bundles, self._info(trial).prepared)):
-            extra, current = new.bundles[len(own):], slot.extension_bundles
-            keep = 0
-            while keep < min(len(extra), len(current)) and extra[keep] == current[keep]:
-                keep += 1
-            groups = self._pool.resize_extensions(trial.trial_id, keep, extra[keep:])
-            if groups is None:
-                return RESOURCES_REFUSED  # not free (yet): the next result asks again
-            self._profile_resize(trial)
-            ref = self._backend.call(slot.actor, "update_resources", new.bundles, groups)
-            self._inflight[ref] = (trial, Call.RESOURCES)
-            trial.placement_group_factory = new
-            logger.info("trial %s now holds %d bundles (%s CPUs) in place", trial.trial_name, len(new.bundles),
-                        new.required().get("CPU", 0.0))
-            return RESOURCES_IN_PLACE
-        try:
-            check_feasible(new, self._pool.nodes, f"new resources of trial {trial.trial_name}")
-        except ValueError as exc:
-            logger.warning("%s; it keeps its resources", exc)
-            return RESOURCES_REFUSED
-        if self._cannot_save(trial, "restart with new resources"):
-            return RESOURCES_REFUSED
-        trial.placement_group_factory = new
-        return RESOURCES_ON_RESTART
-
-    def _on_resources_updated(self, trial: Trial, in_place: Any) -> None:
-        """The trial actor applied a ``set_trial_resources``: the groups it let go are given back."""
-        self._pool.remove_retired(trial.trial_id)
-        if not in_place:
-            logger.warning("trial %s did not take its new resources in place; it keeps its own group only",
-                           trial.trial_name)
-            slot = self._pool.running.get(trial.trial_id)
-            if slot is not None:
-                self._pool.resize_extensions(trial.trial_id, 0, [])
-                self._pool.remove_retired(trial.trial_id)
-                trial.placement_group_factory = slot.pgf
-        self._profile_resize(trial)
-
-    def _profile_resize(self, trial: Trial) -> None:
-        """The profile counts the CPUs of the trial's extension groups (retiring ones included)."""
-        slot = self._pool.running.get(trial.trial_id)
-        if self._profiler is None or slot is None:
-            return
-        extensions = slot.extension_bundles + [bundle for _, bundle in slot.retiring]
-        cpus = slot.pgf.required().get("CPU", 0.0) + sum(float(b.get("CPU", 0.0)) for b in extensions)
-        self._profiler.resize(trial.trial_id, cpus)
-
-    def _reset_resources(self, trial: Trial) -> None:
-        """A trial that grew in place gives its extension groups back with its slot: it restarts
-        with its own group's bundles (and may grow again)."""
-        slot = self._pool.running.get(trial.trial_id)
-        if slot is not None and slot.extensions + slot.retiring:
-            trial.placement_group_factory = slot.pgf
 
     def checkpoint_trial(self, trial: Trial) -> None:
         """Checkpoint ``trial`` after its current result, so it can be a PBT donor (not a function
