@@ -584,7 +584,7 @@ class WorkerGroup:
             retired += 1
         for i, group in enumerate(groups):
             index = self.base_workers + 1 + i
-            if self._extension.get(index) is not group and index in self.actors:
+            if not _same_group(self._extension.get(index), group) and index in self.actors:
                 self._retire(index)  # its group changed under it: start again in the new one
                 retired += 1
             self._extension[index] = group
@@ -634,6 +634,14 @@ class WorkerGroup:
             sampled = -1
         self.retired.append((index, sampled, self._taken_slots.pop(index, 0)))
         _kill(actor)
+
+
+def _same_group(a: Any, b: Any) -> bool:
+    """Whether two placement-group handles name one group: each call brings new handle objects
+    (Ray deserialises them), so identity says nothing and an unchanged group looked new."""
+    if a is b:
+        return True
+    return a is not None and b is not None and getattr(a, "id", None) is not None and a.id == getattr(b, "id", None)
 
 
 def _fragments(taken: Fragment | list[Fragment] | None) -> list[Fragment]:

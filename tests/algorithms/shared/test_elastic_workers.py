@@ -204,3 +204,28 @@ def test_batches_do_not_wait_for_a_new_actor_still_starting(tmp_path):
         ray.kill(host)
         for group in (pg, extension):
             remove_placement_group(group)
+
+
+def test_growing_again_keeps_the_actors_already_added():
+    config = {**CONFIG, "sample_async": True}
+    own = PPO.default_resource_request(config)
+    pg = placement_group(own)
+    extensions = [placement_group([{"CPU": WORKER_CPUS}]) for _ in range(2)]
+    host = Host.options(num_cpus=LEARNER_CPUS, scheduling_strategy=PlacementGroupSchedulingStrategy(
+        placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)).remote(config)
+    try:
+        ray.get(host.train.remote())
+        assert ray.get(host.update.remote(own + [{"CPU": WORKER_CPUS}], extensions[:1])) is True
+        first = ray.get(host.actors.remote())[3]
+        ray.get(host.train.remote())
+        # the controller hands over every group the trial holds, the first one again (a new handle)
+        assert ray.get(host.update.remote(own + [{"CPU": WORKER_CPUS}] * 2, extensions)) is True
+        actors = ray.get(host.actors.remote())
+        assert sorted(actors) == [1, 2, 3, 4]
+        assert actors[3]._actor_id == first._actor_id  # kept, not let go and started again
+        assert ray.get(host.retired.remote()) == []
+        assert ray.get(host.train.remote())["num_workers"] == 4
+    finally:
+        ray.kill(host)
+        for group in [pg] + extensions:
+            remove_placement_group(group)
