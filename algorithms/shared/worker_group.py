@@ -170,12 +170,17 @@ class WorkerGroup:
                 f"bundles but needs {num_workers + 1} (one for the learner, one per rollout actor); leave "
                 f"resources_per_trial unset so the trainer's default_resource_request is used"
             )
-        for index in range(1, num_workers + 1):
+        self._start_actors()
+
+    def _start_actors(self) -> None:
+        """Actor ``i`` in bundle ``i``: the one an earlier trainer of this group parked there, else
+        a new one (deferred while ``max_starting`` others start)."""
+        for index in range(1, self.num_workers + 1):
             parked = self._take_parked(index)
             if parked is not None:
                 self.actors[index] = parked
                 self._up.add(index)
-            elif max_starting is not None and len(self._starting) >= max_starting:
+            elif self._max_starting is not None and len(self._starting) >= self._max_starting:
                 self._deferred.append(index)
             else:
                 self._launch(index)
