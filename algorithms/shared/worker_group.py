@@ -472,8 +472,9 @@ class WorkerGroup:
         while self._deferred and time.perf_counter() < deadline:
             self._launch_deferred(timeout_s=max(deadline - time.perf_counter(), 0.0))
         if self.actors:
-            refs = [actor.ready.options(concurrency_group="control").remote() for actor in self.actors.values()]
-            ray.wait(refs, num_returns=len(refs), timeout=max(deadline - time.perf_counter(), 0.0))
+            refs = {actor.ready.options(concurrency_group="control").remote(): index for index, actor in self.actors.items()}
+            up, _ = ray.wait(list(refs), num_returns=len(refs), timeout=max(deadline - time.perf_counter(), 0.0))
+            self._up.update(refs[ref] for ref in up)  # their first take is waited for (see _take_all)
         if self.start_s is None:  # the first actors sampled meanwhile, but the start lasted until now
             self.start_s = time.perf_counter() - self.created_at
         return time.perf_counter() - start
