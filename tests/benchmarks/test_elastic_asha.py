@@ -42,6 +42,7 @@ def test_elastic_asha_rejects_bad_flags():
                           (["--modes", "fixed,foo"], "--modes: a comma-separated list of ['fixed', 'elastic', 'replay']"),
                           (["--modes", "replay,fixed"], "--modes: replay repeats the fixed sweep's decisions"),
                           (["--env-threads", "3"], "--env-threads: must divide --envs (8), got 3"),
+                          (["--repeat", "0"], "--repeat: must be >= 1, got 0"),
                           (["--ray-cpus", "4"], "--ray-cpus: 4 CPUs over 8 trials leave nothing")):
         proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 2, proc.stderr
