@@ -645,9 +645,7 @@ class WorkerGroup:
 def _same_group(a: Any, b: Any) -> bool:
     """Whether two placement-group handles name one group: each call brings new handle objects
     (Ray deserialises them), so identity says nothing and an unchanged group looked new."""
-    if a is b:
-        return True
-    return a is not None and b is not None and getattr(a, "id", None) is not None and a.id == getattr(b, "id", None)
+    return a is b or (a is not None and b is not None and a.id == b.id)
 
 
 def _fragments(taken: Fragment | list[Fragment] | None) -> list[Fragment]:
