@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -235,9 +236,10 @@ def run_modes(args: argparse.Namespace, configs: list[dict[str, Any]], mean_step
         after_s = o["end"] - o["after"]
         rate_after = o["steps_after"] / max(after_s, 1e-9)
         ideal_after = ideal_steps(args, o["lives"], o["after"], o["end"], mean_step) / max(after_s, 1e-9)
-        o["after_of_ideal"] = rate_after / ideal_after
+        # nan when nothing ran after the rung (the last trial reached it with its last result)
+        o["after_of_ideal"] = rate_after / ideal_after if ideal_after > 0 else math.nan
         print(f"{o['mode']:>8} {o['wall_s']:7.1f} {o['env_steps']:10,} {rate:8.0f} {rate / ideal_sweep:8.1%} "
-              f"{after_s:12.1f} {rate_after:8.0f} {rate_after / ideal_after:8.1%}  {o['workers_at_end']}; "
+              f"{after_s:12.1f} {rate_after:8.0f} {o['after_of_ideal']:8.1%}  {o['workers_at_end']}; "
               f"{o['promoted']}" + (f"  NOT TERMINATED: {o['bad']}" if o["bad"] else ""))
     for o in outcomes:
         print(f"{o['mode']:>8} first rung, in arrival order (trial: seconds into the sweep, return; * promoted): "
@@ -263,7 +265,7 @@ def summarize(runs: list[list[dict[str, Any]]]) -> None:
     print(f"\nover {len(runs)} repeats: median [min-max]")
     for mode in [o["mode"] for o in runs[0]]:
         got = [o for outcomes in runs for o in outcomes if o["mode"] == mode]
-        after = sorted(o["after_of_ideal"] for o in got)
+        after = sorted(o["after_of_ideal"] for o in got if not math.isnan(o["after_of_ideal"])) or [math.nan]
         line = f"{mode:>8}: after the first rung {statistics.median(after):.1%} [{after[0]:.1%}-{after[-1]:.1%}] of the ideal"
         if "ratio" in got[0]:
             ratios = sorted(o["ratio"] for o in got)
