@@ -80,3 +80,64 @@ def test_a_database_removed_mid_sweep_fails_it_at_once_with_one_line(tmp_path):
     assert str(info.value).endswith(f"the database file {db} was removed while in use; nothing since could be stored")
     assert failed_after < 5.0, failed_after
     assert not db.exists()  # no empty database made in its place
+
+
+_FROZEN_SWEEP = """
+import glob, os, subprocess, sys, threading, time
+from tests.tuner.cli.cli_trainables import checkpointed
+from tuner import tune
+from tuner.store import StoreError
+storage = sys.argv[1]
+run_dir = os.path.join(storage, "frozen")
+
+def freeze():
+    while not glob.glob(os.path.join(run_dir, "*", "checkpoint_*")):
+        time.sleep(0.02)
+    subprocess.run(["chattr", "+i", *glob.glob(os.path.join(run_dir, "tuner.db*"))], check=True)
+    os.sync()  # the mapped pages written back: their next write faults, as once the kernel writes them back itself
+
+threading.Thread(target=freeze, daemon=True).start()
+try:
+    tune.run(checkpointed, config={"x": 1.0, "iterations": 300, "sleep": 0.05, "hold_after": -1},
+             resources_per_trial={"cpu": 0.5},
+             storage_path=storage, name="frozen", verbose=0)
+except StoreError as exc:
+    print("run:", exc)
+try:
+    tune.load(run_dir)  # what a user does next in the same session
+    print("loaded")
+except StoreError as exc:
+    print("load:", exc)
+"""
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_sweep_whose_database_is_made_immutable_fails_with_one_error_and_nothing_crashes_after(tmp_path):
+    """The driver's process lives on after its store failed: nothing in it may open the database
+    again (SQLite would take locks in the protected shared-memory mapping: SIGBUS)."""
+    import os
+    import subprocess
+    import sys
+
+    import ray
+
+    from tests.conftest import ROOT
+
+    probe = tmp_path / "probe"
+    probe.touch()
+    if subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode != 0:
+        pytest.skip("cannot make a file immutable here")
+    subprocess.run(["chattr", "-i", str(probe)], check=True)
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    storage = tmp_path / "results"
+    try:
+        done = subprocess.run([sys.executable, "-c", _FROZEN_SWEEP, str(storage)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=240)
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, (storage / "frozen").glob("tuner.db*"))], check=False)
+    db = storage / "frozen" / "tuner.db"
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = f"cannot write {db}: it is immutable (chattr +i) or otherwise protected: Operation not permitted"
+    assert f"run: tuner store sqlite:///{db}: {why}" in done.stdout, done.stdout + done.stderr
+    assert f"load: the database {db} failed in this process ({why}" in done.stdout, done.stdout
+    assert tune.load(storage / "frozen").trials  # another process reads what was stored

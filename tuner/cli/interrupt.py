@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tuner.cli.paths import SPEC_FILE
 from tuner.sweep_status import SweepStatus
 
 
@@ -39,12 +40,14 @@ def mark_interrupted(url: str, name: str) -> bool:
 def discard_unstarted(run_dir: Path, url: str, name: str) -> None:
     """Remove a run directory this process created for a sweep that never got into its store
     (Ctrl-C or an error while Ray was starting): nothing half-made is left behind. Only what is
-    provably unstarted goes: a store that holds the sweep keeps everything, and so does a store
-    file that is gone (removed mid-sweep) from a directory holding more than lock files."""
+    provably unstarted goes: a sweep whose spec file was written (it was in its store) or whose
+    store holds it keeps everything, and so does a store file that is gone (removed mid-sweep)
+    from a directory holding more than lock files. The store is decided from its files first:
+    opening a database that just failed is not safe (see ``FileIdentity.refuse_abandoned``)."""
     from tuner.execution.leftovers import remove_if_only_engine_files
     from tuner.store import NoSchemaError, Store
 
-    if not run_dir.is_dir():
+    if not run_dir.is_dir() or (run_dir / SPEC_FILE).exists():  # the spec is written once the sweep is stored
         return
     if not (run_dir / "tuner.db").exists():  # gone: only a directory of lock files is provably unstarted
         remove_if_only_engine_files(run_dir, ("*.lock",), say_kept=False)

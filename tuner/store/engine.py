@@ -43,6 +43,9 @@ def open_engine(url: sa.URL, *, create: bool) -> tuple[Engine, DbLock]:
     if url.get_backend_name() != "sqlite":
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args(url))
         return engine, contextlib.nullcontext()
+    file = sqlite_file(url)
+    if file is not None:
+        FileIdentity.refuse_abandoned(file)
     db = url.database or ""
     memory = db in ("", ":memory:") or "mode=memory" in db
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": 30.0}}
@@ -156,6 +159,14 @@ def _check_or_create_schema(conn: Connection, url: sa.URL, create: bool, upgrade
 # ------------------------------------------------------------------------------ the SQLite file
 
 
+#: Why each SQLite file (by device and inode) had its connections abandoned by a writer of this
+#: process (see ``Writer._fail``). SQLite shares one mapping of a file's shared memory among all
+#: the connections a process has to it, so a new connection would take its locks in the protected
+#: mapping too: SIGBUS, not an error. Such a file is not opened again by this process while it
+#: cannot be written.
+_ABANDONED: dict[tuple[int, int], str] = {}
+
+
 @dataclass(frozen=True)
 class FileIdentity:
     """The SQLite file a store opened, as (st_dev, st_ino): a connection writes on into a removed
@@ -170,6 +181,24 @@ class FileIdentity:
     def of(cls, path: Path) -> FileIdentity:
         st = os.stat(path)
         return cls(path, st.st_dev, st.st_ino)
+
+    def abandon(self, why: str) -> None:
+        """Record that this process's connections to the file were left open for good because
+        ``why``: no later connection of this process may open it (see :meth:`refuse_abandoned`)."""
+        _ABANDONED[(self.device, self.inode)] = why
+
+    @staticmethod
+    def refuse_abandoned(path: Path) -> None:
+        """A StoreError saying why, when a writer of this process abandoned the file at ``path``
+        and it still cannot be written (once it can, the shared mapping takes writes again)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return
+        why = _ABANDONED.get((st.st_dev, st.st_ino))
+        if why is not None and FileIdentity(path, st.st_dev, st.st_ino).unwritable() is not None:
+            raise StoreError(f"the database {path} failed in this process ({why}); open it from another "
+                             f"process (a new Python session, or `tuner show`)")
 
     def lost(self) -> str | None:
         """What became of the file ("was removed", ...), or None while it is the one opened."""

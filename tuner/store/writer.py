@@ -301,6 +301,8 @@ class Writer:
         if abandon:
             self._abandoned = True
             _never_free((self._conn, self._engine))
+            if self._file is not None:
+                self._file.abandon(why)
             return
         self._drop_connection()
         self._engine.dispose()

@@ -131,3 +131,57 @@ def test_an_immutable_sqlite_file_is_read_but_never_written(tmp_path):
         subprocess.run(["chattr", "-i", str(db)], check=True)
     with Store(url, create=False) as store:
         assert store.results(eid) == []
+
+
+_AFTER_ABANDON = """
+import os, subprocess, sys
+from tuner.store import Store, StoreError
+url, files = sys.argv[1], sys.argv[2:]
+store = Store(url)
+eid = store.get_or_create_experiment("frozen", spec={}, metric="score", mode="max")
+store.flush()
+subprocess.run(["chattr", "+i", *files], check=True)
+os.sync()  # the mapped pages written back: their next write faults, as once the kernel writes them back itself
+try:
+    store.add_result(eid, "t0", 1, {"score": 1.0})
+    store.flush()
+except StoreError as exc:
+    print("writer:", exc)
+try:
+    Store(url, create=False)
+    print("opened")
+except StoreError as exc:
+    print("reader:", exc)
+"""
+
+
+def test_a_database_abandoned_by_its_writer_is_never_opened_again_by_that_process(tmp_path):
+    """SQLite shares a file's mapped shared memory among all of a process's connections: a new
+    connection after the writer gave up on a protected file would take its locks in that mapping
+    (SIGBUS). It is one StoreError instead, saying why and where the database can still be read."""
+    import subprocess
+    import sys
+
+    url = default_database_url(tmp_path / "run")
+    with Store(url) as store:  # the WAL and shared-memory files exist, as during a sweep
+        store.get_or_create_experiment("frozen", spec={}, metric="score", mode="max")
+    db = tmp_path / "run" / "tuner.db"
+    files = [str(db), f"{db}-wal", f"{db}-shm"]
+    for path in files[1:]:
+        open(path, "ab").close()
+    probe = subprocess.run(["chattr", "+i", str(db)], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here: {probe.stderr.strip()}")
+    subprocess.run(["chattr", "-i", str(db)], check=True)
+    try:
+        done = subprocess.run([sys.executable, "-c", _AFTER_ABANDON, url, *files], capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        subprocess.run(["chattr", "-i", *files], check=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    why = f"cannot write {db}: it is immutable (chattr +i) or otherwise protected: Operation not permitted"
+    assert f"writer: tuner store {url}: {why}; nothing since could be stored" in done.stdout, done.stdout
+    assert f"reader: the database {db} failed in this process ({why}" in done.stdout, done.stdout
+    assert "open it from another process" in done.stdout
+    with Store(url, create=False) as store:  # another process reads it
+        assert store.get_experiment("frozen") is not None
