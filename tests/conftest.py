@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Tests write only under temporary folders: the session's home is one of its own, so nothing that
+# defaults to the home (tune.run's ~/tuner_results, the CLI's index of sweep locations, Ray's
+# ~/.ray token) touches the user's. Set before anything reads it; Ray's workers and the CLI's
+# subprocesses inherit it.
+# (Ray's workers import this module too: they keep the session's.)
+SESSION_HOME = Path(os.environ.get("TUNER_TEST_HOME") or tempfile.mkdtemp(prefix="tuner_test_home_"))
+os.environ["TUNER_TEST_HOME"] = os.environ["HOME"] = str(SESSION_HOME)
+os.environ.pop("TUNER_STORAGE_PATH", None)
 POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 # Ray's workers are started from this process's environment: let them import test modules
@@ -16,6 +26,13 @@ POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://p
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_unconfigure(config):
+    """The session's temporary home goes with it (pytest's own tmp_path folders are kept, as pytest keeps them)."""
+    import shutil
+
+    shutil.rmtree(SESSION_HOME, ignore_errors=True)
 
 
 def pytest_collection_finish(session):
