@@ -272,6 +272,7 @@ class _Sweep:
     scheduler: TrialScheduler
     searcher: Searcher
     max_trials: int | None
+    planned_trials: int | None  # how many trials the sweep will run (None: its searcher decides)
     stopper: Stopper
     resources_for: Callable[[dict[str, Any]], PlacementGroupFactory]
     ckpt: CheckpointSettings
@@ -319,6 +320,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     resources_for = _resources_for(trainable_cls, options.resources_per_trial)
     reporter = ProgressReporter(verbose=options.verbose, metric=options.metric, mode=options.mode)
     scheduler, searcher, innermost, max_trials = _prepare_search(options)
+    planned = max_trials if max_trials is not None else _grid_total(innermost)
     name = options.name or default_sweep_name(trainable_cls.__name__)
     run_dir = Path(options.storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
     tb_dir = (Path(options.tensorboard_dir).expanduser().absolute() if options.tensorboard_dir is not None
@@ -329,7 +331,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
         raise ValueError(f"resume: there is no sweep named {name!r} under {run_dir.parent} to resume")
     return _Sweep(
         options=replace(options, name=name, resume=resume), trainable_cls=trainable_cls, scheduler=scheduler,
-        searcher=searcher, max_trials=max_trials, stopper=stopper, resources_for=resources_for, ckpt=ckpt,
+        searcher=searcher, max_trials=max_trials, planned_trials=planned, stopper=stopper, resources_for=resources_for, ckpt=ckpt,
         namer=namer, callbacks=callback_list, reporter=reporter, run_dir=run_dir,
         tb_dir=tb_dir if options.tensorboard else None, url=url, hparam_domains=hparam_domains,
     )
@@ -422,9 +424,11 @@ def _record_experiment(
             _rebuild_tensorboard(sweep.run_dir, sweep.url, sweep.tb_dir)
         sweep.callbacks.add(TensorBoardExporter(sweep.tb_dir, hparam_domains=sweep.hparam_domains))
     experiment_id = store.get_or_create_experiment(sweep.name, spec=spec, metric=sweep.options.metric, mode=sweep.options.mode)
-    # Who runs it now, and as which Ray Job (`tuner submit` sets these for the job's driver).
+    # Who runs it now, and as which Ray Job (`tuner submit` sets these for the job's driver); the
+    # spec replaces the one `tuner submit` recorded before this driver started.
     store.update_experiment(experiment_id, owner=heartbeat.owner(), job_id=os.environ.get(JOB_ID_ENV),
-                            job_address=os.environ.get(JOB_ADDRESS_ENV))
+                            job_address=os.environ.get(JOB_ADDRESS_ENV),
+                            **({"spec": spec} if existing is None or (existing.get("spec") or {}).get("submitted") else {}))
     if tuner_state is not None:  # what Tuner.restore rebuilds the Tuner from
         store.save_state(experiment_id, "tuner", tuner_state)
     return experiment_id
@@ -463,6 +467,7 @@ def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
         "trainable": sweep.trainable_cls.__name__,
         "config": repr(dict(sweep.config)),
         "num_samples": sweep.options.num_samples,
+        "planned_trials": sweep.planned_trials,
         "metric": sweep.options.metric,
         "mode": sweep.options.mode,
         "scheduler": type(sweep.scheduler).__name__,
@@ -524,6 +529,18 @@ def _prepare_search(options: RunOptions) -> tuple[TrialScheduler, Searcher, Sear
     return scheduler, searcher, innermost, max_trials
 
 
+def _grid_total(searcher: Searcher) -> int | None:
+    """How many trials a grid/random generator will make (points, grid points x num_samples)."""
+    return int(searcher.total_trials) if isinstance(searcher, BasicVariantGenerator) else None
+
+
+def planned_trials(options: RunOptions) -> int | None:
+    """How many trials a sweep of ``options`` will run (None: its searcher decides as it goes);
+    its search space, scheduler and searcher are checked as tune.run checks them."""
+    _, _, innermost, max_trials = _prepare_search(options)
+    return max_trials if max_trials is not None else _grid_total(innermost)
+
+
 def _checkpoint_spec(ckpt: Any) -> dict[str, Any]:
     """The checkpoint settings as the stored experiment spec records them."""
     return {
@@ -546,6 +563,8 @@ def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, 
 def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, Any] | None:
     """The stored sweep of that name (None if there is none), checked against ``resume``."""
     existing = store.get_experiment(name)
+    if existing is not None and submitted_as_this_job(existing):  # recorded by `tuner submit`: this is its start
+        return None
     if existing is not None and not resume:
         raise ValueError(
             f"name: a sweep named {name!r} already exists in {store.url_for_display}; "
@@ -554,6 +573,14 @@ def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, An
     if existing is None and resume not in (False, "AUTO"):
         raise ValueError(f"resume: there is no sweep named {name!r} in {store.url_for_display} to resume")
     return existing
+
+
+def submitted_as_this_job(experiment: Mapping[str, Any]) -> bool:
+    """Whether ``experiment`` is the record `tuner submit` made of a new sweep for the Ray Job this
+    driver runs as (not run yet: it holds the submitter's placeholder spec)."""
+    job_id = os.environ.get(JOB_ID_ENV)
+    return bool(job_id) and experiment.get("status") == SweepStatus.SUBMITTED and \
+        experiment.get("job_id") == job_id and bool((experiment.get("spec") or {}).get("submitted"))
 
 
 def _raise_for_failures(trials: Sequence[Any], *, fail_fast: bool | str, raise_on_failed_trial: bool) -> None:

@@ -13,6 +13,8 @@ class SweepStatus(StatusEnum):
 
     #: Recorded in the store, not started yet.
     PENDING = "PENDING"
+    #: Recorded by ``tuner submit`` before it returned: its driver (a Ray Job) has not started yet.
+    SUBMITTED = "SUBMITTED"
     RUNNING = "RUNNING"
     #: Ran to its end (its trials may still have failed: they say so themselves).
     TERMINATED = "TERMINATED"

@@ -28,7 +28,7 @@ def mark_interrupted(url: str, name: str) -> bool:
         return False
     try:
         experiment = store.get_experiment(name)
-        if experiment is None:
+        if experiment is None or experiment.get("status") == SweepStatus.SUBMITTED:  # its driver never took it over
             return False
         store.set_experiment_status(int(experiment["id"]), SweepStatus.INTERRUPTED)
         store.flush()

@@ -116,7 +116,9 @@ def _sweep_rows(store: Any, run_dir: Path | None = None, own_store: bool = False
             if row is not None:
                 best = f"{metric}={fmt(row.get('metric_value'))}"
         ended = sum(t["status"] in ENDED for t in trials)
-        counts = f"{ended}/{len(trials)} ({_counts([t['status'] for t in trials])})" if trials else "0"
+        planned = (experiment.get("spec") or {}).get("planned_trials")
+        total = max(planned, len(trials)) if isinstance(planned, int) else len(trials)
+        counts = f"{ended}/{total}" + (f" ({_counts([t['status'] for t in trials])})" if trials else "")
         yield [experiment["name"], shown_status(experiment), experiment.get("owner") or "-",
                experiment.get("job_id") or "-", counts, best, _when(experiment.get("created_at"))]
 

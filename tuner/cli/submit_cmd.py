@@ -94,9 +94,11 @@ def _check_store(ref: SweepRef, address: str, *, resuming: bool) -> None:
     experiment = _stored(ref)
     from tuner.execution.heartbeat import shown_status
 
-    if experiment is not None and shown_status(experiment) == SweepStatus.RUNNING:
+    status = shown_status(experiment) if experiment is not None else None
+    if experiment is not None and status in (SweepStatus.RUNNING, SweepStatus.SUBMITTED):
         job = f" as job {experiment['job_id']}" if experiment.get("job_id") else ""
-        raise CLIError(f"sweep {ref.name!r} is running{job} (started by {experiment.get('owner') or 'someone'}): "
+        doing = "is running" if status == SweepStatus.RUNNING else "was submitted"
+        raise CLIError(f"sweep {ref.name!r} {doing}{job} (started by {experiment.get('owner') or 'someone'}): "
                        f"`tuner stop {ref.name}{location_flags(ref)}` first", EXIT_BUSY)
     if experiment is not None and not resuming:
         raise CLIError(f"a sweep named {ref.name!r} already exists in {ref.url_for_display}; "
@@ -138,16 +140,44 @@ def _shipped_spec(spec: spec_mod.SweepSpec) -> dict[str, Any]:
 
 
 # -- submitting -----------------------------------------------------------------------------------
-def _submit(jobs: Any, ref: SweepRef, document: dict[str, Any], argv: list[str]) -> str:
-    """Submit ``tuner ARGV`` as the sweep's driver, with the spec and its local modules; the job id."""
-    from tuner.cluster.shipping import local_modules, own_package_dirs, working_dir
-    from tuner.execution.heartbeat import HEARTBEAT_ENV, owner
+def _submit(jobs: Any, ref: SweepRef, spec: spec_mod.SweepSpec, argv: list[str]) -> str:
+    """Submit ``tuner ARGV`` as the sweep's driver, with the spec and its local modules, once the
+    sweep is recorded in its store as SUBMITTED (taken back if the submission fails); the job id."""
+    from tuner.cli import submitted
+    from tuner.cluster.shipping import local_modules
+    from tuner.execution.heartbeat import owner
 
+    document = _shipped_spec(spec)
     try:
         modules = local_modules(document, Path.cwd())
     except ValueError as exc:
         raise CLIError(f"spec key '{exc}", EXIT_USAGE) from None
     job_id = f"tuner-{ref.name}-{uuid.uuid4().hex[:8]}"
+    before = submitted.record(ref, job_id=job_id, address=jobs.address, owner=owner(), document=spec.document,
+                              metric=spec.metric, mode=spec.mode, planned_trials=_planned(spec))
+    try:
+        return _submit_job(jobs, ref, document, modules, argv, job_id)
+    except BaseException:
+        submitted.take_back(ref, job_id, before)
+        raise
+
+
+def _planned(spec: spec_mod.SweepSpec) -> int | None:
+    """How many trials the sweep will run, for `tuner ls` before its driver says so."""
+    from tuner.api import planned_trials
+    from tuner.run_options import RunOptions
+
+    try:
+        return planned_trials(RunOptions(**spec.run_kwargs()))
+    except (ValueError, TypeError):  # the driver says it, in its own words
+        return None
+
+
+def _submit_job(jobs: Any, ref: SweepRef, document: dict[str, Any], modules: Any, argv: list[str],
+                job_id: str) -> str:
+    from tuner.cluster.shipping import own_package_dirs, working_dir
+    from tuner.execution.heartbeat import HEARTBEAT_ENV, owner
+
     env = {
         "TUNER_JOB_ID": job_id, "TUNER_JOB_ADDRESS": jobs.address, "TUNER_OWNER": owner(),
         "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), "PYTHONUNBUFFERED": "1",
@@ -182,7 +212,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     ref = SweepRef(spec.name, spec.run_dir, spec.database_url)
     _check_store(ref, _jobs_url(args.address), resuming=False)
     jobs = _jobs(args.address)
-    job_id = _submit(jobs, ref, _shipped_spec(spec), ["sweep", "sweep.yaml"])
+    job_id = _submit(jobs, ref, spec, ["sweep", "sweep.yaml"])
     remember_location(ref)
     _submitted(ref, job_id, jobs.address)
     return follow(jobs, ref, job_id) if args.wait else EXIT_OK
@@ -203,7 +233,7 @@ def submit_resume(args: argparse.Namespace) -> int:
     jobs = _jobs(args.address)
     argv = ["resume", ref.name, *(["--storage-path", str(ref.run_dir.parent)] if ref.database_url is None else []),
             *(["--errored-only"] if args.errored_only else [])]
-    job_id = _submit(jobs, ref, _shipped_spec(spec), argv)
+    job_id = _submit(jobs, ref, spec, argv)
     _submitted(ref, job_id, jobs.address)
     return follow(jobs, ref, job_id) if getattr(args, "wait", False) else EXIT_OK
 
@@ -301,15 +331,24 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     """``tuner stop NAME``: stop the sweep's job; its driver gets SIGTERM and leaves it resumable."""
+    from tuner.cli.submitted import settle_stopped
+
     ref, job_id, jobs = _job_of(args)
     if not _cluster_call(jobs.stop, job_id):
         print(f"job {job_id} of sweep {ref.name} had ended already ({_cluster_call(jobs.state, job_id).status})")
+        settled = settle_stopped(ref, job_id)  # a job that ended before its driver took the sweep over
+        if settled:
+            print(settled)
         return EXIT_OK
     deadline = time.monotonic() + STOP_WAIT_S + 30
     state = _cluster_call(jobs.state, job_id)
     while not state.ended and time.monotonic() < deadline:
         time.sleep(0.5)
         state = _cluster_call(jobs.state, job_id)
+    settled = settle_stopped(ref, job_id) if state.ended else None
+    if settled:
+        print(f"stopped job {job_id} ({state.status}); {settled}")
+        return EXIT_OK
     stored = _stored(ref)
     status = stored.get("status") if stored else "?"
     print(f"stopped sweep {ref.name} (job {job_id} {state.status}); the sweep is {status}: "

@@ -180,11 +180,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spec = spec_mod.load(args.spec, args.set or (), name=args.name, database_url=args.database_url,
                          storage_path=args.storage_path)
     ref = SweepRef(spec.name, spec.run_dir, spec.database_url)
-    if ref.spec_file.exists() or (ref.database_url is None and (ref.run_dir / DB_FILE).exists()):
+    taken = ref.spec_file.exists() or (ref.database_url is None and (ref.run_dir / DB_FILE).exists())
+    if taken and not _submitted_as_this_job(ref):
         raise CLIError(f"a sweep named {ref.name!r} already exists in {ref.run_dir.parent}; "
                        f"`{_command_hint(ref)}` continues it, or pick another --name")
     remember_location(ref)
     return run_spec(spec, ref, args, resume=False)
+
+
+def _submitted_as_this_job(ref: SweepRef) -> bool:
+    """Whether this driver is the Ray Job that `tuner submit` recorded sweep ``ref`` for (its
+    SQLite file then exists before the driver starts)."""
+    from tuner.api import JOB_ID_ENV, submitted_as_this_job
+    from tuner.store import Store, StoreError
+
+    if not os.environ.get(JOB_ID_ENV) or ref.spec_file.exists():
+        return False
+    try:
+        with Store(ref.url, create=False) as store:
+            experiment = store.get_experiment(ref.name)
+    except StoreError:
+        return False
+    return experiment is not None and submitted_as_this_job(experiment)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ TRIAL_FIELDS = frozenset(
     {"status", "error", "num_failures", "checkpoint_path", "last_result", "config", "config_blob", "trial_dir"}
 )
 #: The fields :meth:`Store.update_experiment` may change (who runs it, and its driver's heartbeat).
-EXPERIMENT_FIELDS = frozenset({"owner", "job_id", "job_address", "heartbeat_at"})
+EXPERIMENT_FIELDS = frozenset({"owner", "job_id", "job_address", "heartbeat_at", "spec"})
 #: The figures of a trial profile row (trial_profiles' columns but its keys).
 PROFILE_COLUMNS = tuple(c.name for c in trial_profiles.columns if c.name not in ("experiment_id", "trial_id"))
 
@@ -181,7 +181,8 @@ class UpdateExperiment:
     fields: Mapping[str, Any]
 
     def row(self) -> Row:
-        return {k: (None if v is None else float(v) if k == "heartbeat_at" else str(v)) for k, v in self.fields.items()}
+        return {k: (None if v is None else float(v) if k == "heartbeat_at" else codec.encode(dict(v)) if k == "spec"
+                    else str(v)) for k, v in self.fields.items()}
 
 
 @dataclass(frozen=True, slots=True)

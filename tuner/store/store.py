@@ -290,7 +290,8 @@ class Store:
 
     def update_experiment(self, experiment_id: int, **fields: Any) -> None:
         """Queue a change of an experiment's ``owner`` ("user@host"), ``job_id``, ``job_address``
-        (its Ray Job) or ``heartbeat_at`` (its driver's last sign of life, a Unix time)."""
+        (its Ray Job), ``heartbeat_at`` (its driver's last sign of life, a Unix time) or ``spec``
+        (a mapping: what its driver was called with)."""
         self._check_open()
         if not EXPERIMENT_FIELDS.issuperset(fields):
             bad = sorted(set(fields) - EXPERIMENT_FIELDS)

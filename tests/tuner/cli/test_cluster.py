@@ -157,6 +157,29 @@ def cli_owner() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
+def test_every_printed_verb_works_the_moment_submit_returns(cluster, workdir, postgres_url):
+    """The sweep is in its store (SUBMITTED, its job, who, the trials it plans) before submit returns:
+    a sweep submitted by mistake is stopped at once, and a job stopped before its driver took the
+    sweep over leaves no sweep behind."""
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "200").replace("[1.0, 2.0]", "[1.0, 2.0, 3.0]"))
+    proc = tuner(workdir, "submit", name, "--name", "mistake", "--address", cluster.address)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job_id = proc.stdout.split("as Ray Job ")[1].split()[0]
+    row = ls_row(workdir, "mistake")
+    assert row[1] in ("SUBMITTED", "RUNNING") and row[2] == cli_owner() and row[3] == job_id, row
+    assert row[4].endswith("/3"), row  # three trials planned, whether or not they started
+    for verb in ("show", "logs"):
+        done = tuner(workdir, verb, "mistake")
+        assert done.returncode == 0, (verb, done.stdout + done.stderr)
+    stop = tuner(workdir, "stop", "mistake")
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    row = ls_row(workdir, "mistake")
+    if "before its driver started" in stop.stdout:
+        assert row == [] and "nothing ran, and it is no longer stored" in stop.stdout, (row, stop.stdout)
+    else:
+        assert row[1] == "INTERRUPTED" and "the sweep is INTERRUPTED" in stop.stdout, (row, stop.stdout)
+
+
 def test_stop_then_resume_submit_completes_every_trial_with_no_result_lost_or_twice(cluster, workdir, postgres_url):
     release = workdir / "release"  # both trials hold after 3 results until it exists
     name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "40") + f"  release: {release}\n")
