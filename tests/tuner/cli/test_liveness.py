@@ -9,18 +9,31 @@ import time
 import pytest
 
 from tests.tuner.cli.conftest import cli
-from tests.tuner.cli.test_sweep_store_faults import resume_finishes, start_held_sweep
+from tests.tuner.cli.test_sweep_store_faults import finish, resume_finishes, start_held_sweep
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 BEAT = "0.5"  # seconds between heartbeats here: a stale one is 4 beats old (2 s)
 
 
-def _ls_status(storage, name) -> str:
+def _ls_row(storage, name) -> list[str]:
     proc = cli("ls", "--storage-path", str(storage), TUNER_HEARTBEAT_S=BEAT)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines()[1:]]
-    return next(row[1] for row in rows if row[0] == name)
+    return next(row for row in rows if row[0] == name)
+
+
+def _ls_status(storage, name) -> str:
+    return _ls_row(storage, name)[1]
+
+
+def test_ls_counts_the_trials_a_sweep_plans_not_only_those_started(tmp_path, ray_address):
+    """Two trials hold of the 8 planned (a grid of 2 x num_samples 4, two at a time)."""
+    proc, run_dir, release = start_held_sweep(tmp_path, ray_address, "planned", extra_flags=("--set", "num_samples=4"))
+    assert _ls_row(run_dir.parent, "planned")[4:7] == ["0/8", "(2", "RUNNING)"]
+    out, err = finish(proc, release)
+    assert proc.returncode == 0, out + err
+    assert _ls_row(run_dir.parent, "planned")[4:7] == ["8/8", "(8", "TERMINATED)"]
 
 
 def test_a_killed_driver_shows_interrupted_and_resumes(tmp_path, ray_address, monkeypatch):

@@ -45,7 +45,8 @@ def held(config):
 
 
 def start_held_sweep(tmp_path: Path, ray_address: str, name: str, storage: Path | None = None,
-                     database_url: str | None = None, trainable: str = "tests.tuner.cli.cli_trainables:checkpointed"):
+                     database_url: str | None = None, trainable: str = "tests.tuner.cli.cli_trainables:checkpointed",
+                     extra_flags: tuple[str, ...] = ()):
     """A `tuner sweep` whose two trials hold after 2 results each (checkpointed) until the
     returned release file exists; returns (process, run_dir, release) once they hold."""
     spec = tmp_path / "spec.yaml"
@@ -56,7 +57,7 @@ def start_held_sweep(tmp_path: Path, ray_address: str, name: str, storage: Path 
     db = run_dir / "tuner.db"
     extra = ["--database-url", database_url] if database_url else []
     proc = cli_popen("sweep", str(spec), "--name", name, "--address", ray_address, "--progress", "none",
-                     "--set", f"storage_path={storage}", *extra)
+                     "--set", f"storage_path={storage}", *extra, *extra_flags)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if _stored_results(database_url or f"sqlite:///{db}") == 4:  # both trials hold
