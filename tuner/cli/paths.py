@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -234,11 +235,25 @@ def remember_location(ref: SweepRef) -> None:
         pass
 
 
+#: Where every verb reads its database URL from when no --database-url is given.
+DATABASE_URL_ENV = "TUNER_DATABASE_URL"
+
+
 def location_flags(ref: SweepRef) -> str:
-    """The flags a printed command needs to find ``ref`` (empty when its name alone does)."""
+    """The flags a printed command needs to find ``ref`` (empty when its name alone does), to be
+    run as printed: the storage path, and the database unless ``$TUNER_DATABASE_URL`` names it.
+    A URL is printed as it is, but for its password (never shown: type it, or set the variable)."""
     flags = ""
     if ref.run_dir.parent != Path(default_storage_path()).expanduser().absolute():
-        flags += f" --storage-path {ref.run_dir.parent}"
-    if ref.database_url:
-        flags += " --database-url URL"
-    return flags
+        flags += f" --storage-path {shlex.quote(str(ref.run_dir.parent))}"
+    return flags + database_flag(ref.database_url)
+
+
+def database_flag(url: str | None) -> str:
+    """`` --database-url URL`` for a printed command (empty when ``$TUNER_DATABASE_URL`` gives it,
+    unless this is a submitted sweep's driver: `tuner submit` set the variable there, not the user)."""
+    if not url or (url == os.environ.get(DATABASE_URL_ENV) and not os.environ.get("TUNER_JOB_ID")):
+        return ""
+    from tuner.store import mask_url
+
+    return f" --database-url {shlex.quote(mask_url(url))}"

@@ -4,17 +4,26 @@ sweep was started with."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_USAGE, CLIError
-from tuner.cli.paths import SPEC_FILE, SweepRef, first_line, location_flags, read_saved_spec, stored_experiment
+from tuner.cli.paths import (
+    SPEC_FILE,
+    SweepRef,
+    database_flag,
+    first_line,
+    location_flags,
+    read_saved_spec,
+    stored_experiment,
+)
 
 
 def _hint(ref: SweepRef, verb: str, run_dir: Path | None = None) -> str:
     """The command that finds sweep ``ref`` in ``run_dir`` (default: its own)."""
     if run_dir is not None and run_dir.name != ref.name:  # only its path names it
-        return f"tuner {verb} {run_dir}" + (" --database-url URL" if ref.database_url else "")
+        return f"tuner {verb} {shlex.quote(str(run_dir))}" + database_flag(ref.database_url)
     where = SweepRef(ref.name, run_dir, ref.database_url) if run_dir is not None else ref
     return f"tuner {verb} {ref.name}{location_flags(where)}"
 

@@ -1,6 +1,7 @@
 """The spec a sweep was started with, kept in its store too (``experiment_state`` key
 ``cli_spec``), so that ``tuner resume`` works from any machine that reaches a shared store,
-without the run directory where ``sweep.yaml`` was saved. A database password is never kept."""
+without the run directory where ``sweep.yaml`` was saved. A database password is never kept.
+A submitted sweep keeps the local modules its spec names as well (``cli_modules``, a zip)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 
 from tuner.cli.paths import SweepRef, has_password
 
-__all__ = ["STATE_KEY", "load", "save"]
+__all__ = ["MODULES_KEY", "STATE_KEY", "load", "load_modules", "save"]
 
 STATE_KEY = "cli_spec"
+#: The local modules a submitted sweep's spec names (a zip), so that a resume ships them from anywhere.
+MODULES_KEY = "cli_modules"
 
 
 def save(url: str, experiment_id: int, document: dict[str, Any]) -> None:
@@ -42,3 +45,15 @@ def load(ref: SweepRef) -> dict[str, Any] | None:
         return None
     document = yaml.safe_load(blob.decode("utf-8"))
     return document if isinstance(document, dict) else None
+
+
+def load_modules(ref: SweepRef) -> bytes | None:
+    """The local modules kept in ``ref``'s store at its submission (a zip), or None."""
+    from tuner.cli.paths import open_store
+
+    store = open_store(ref)
+    try:
+        experiment = store.get_experiment(ref.name)
+        return None if experiment is None else store.load_state(int(experiment["id"]), MODULES_KEY)
+    finally:
+        store.close()

@@ -28,7 +28,15 @@ from schedulers.trial_status import ENDED
 from tuner.cli import spec as spec_mod
 from tuner.cli.errors import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, CLIError
 from tuner.cli.live import fmt
-from tuner.cli.paths import SweepRef, first_line, locate, location_flags, read_saved_spec, remember_location
+from tuner.cli.paths import (
+    DATABASE_URL_ENV,
+    SweepRef,
+    first_line,
+    locate,
+    location_flags,
+    read_saved_spec,
+    remember_location,
+)
 from tuner.cli.yaml_io import dump
 from tuner.sweep_status import SweepStatus
 
@@ -36,8 +44,6 @@ from tuner.sweep_status import SweepStatus
 SUBMIT_CPU_SHARE = 0.5
 #: Seconds Ray waits for a stopped job's driver to wind down before SIGKILL (Ray's default is 3).
 STOP_WAIT_S = 60
-#: What the driver reads its database URL from (never written into the shipped spec).
-DATABASE_URL_ENV = "TUNER_DATABASE_URL"
 
 
 def _jobs_url(address: str | None) -> str:
@@ -140,21 +146,23 @@ def _shipped_spec(spec: spec_mod.SweepSpec) -> dict[str, Any]:
 
 
 # -- submitting -----------------------------------------------------------------------------------
-def _submit(jobs: Any, ref: SweepRef, spec: spec_mod.SweepSpec, argv: list[str]) -> str:
-    """Submit ``tuner ARGV`` as the sweep's driver, with the spec and its local modules, once the
-    sweep is recorded in its store as SUBMITTED (taken back if the submission fails); the job id."""
+def _submit(jobs: Any, ref: SweepRef, spec: spec_mod.SweepSpec, argv: list[str], kept: Path | None = None) -> str:
+    """Submit ``tuner ARGV`` as the sweep's driver, with the spec and its local modules (from the
+    current directory, else from ``kept``: those its store kept), once the sweep is recorded in its
+    store as SUBMITTED (taken back if the submission fails); the job id."""
     from tuner.cli import submitted
-    from tuner.cluster.shipping import local_modules
+    from tuner.cluster.shipping import local_modules, pack_modules
     from tuner.execution.heartbeat import owner
 
     document = _shipped_spec(spec)
     try:
-        modules = local_modules(document, Path.cwd())
+        modules = local_modules(document, Path.cwd(), kept)
     except ValueError as exc:
         raise CLIError(f"spec key '{exc}", EXIT_USAGE) from None
     job_id = f"tuner-{ref.name}-{uuid.uuid4().hex[:8]}"
     before = submitted.record(ref, job_id=job_id, address=jobs.address, owner=owner(), document=spec.document,
-                              metric=spec.metric, mode=spec.mode, planned_trials=_planned(spec))
+                              metric=spec.metric, mode=spec.mode, planned_trials=_planned(spec),
+                              modules=pack_modules(modules))
     try:
         return _submit_job(jobs, ref, document, modules, argv, job_id)
     except BaseException:
@@ -219,7 +227,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def submit_resume(args: argparse.Namespace) -> int:
-    """``tuner resume NAME --submit``: continue a stored sweep with its driver on the cluster."""
+    """``tuner resume NAME --submit``: continue a stored sweep with its driver on the cluster (the
+    one it was submitted to, unless ``--address`` names another), from any folder: the local
+    modules its spec names come from the current directory, else from its store."""
+    import tempfile
+
+    from tuner.cli import stored_spec
+    from tuner.cluster.shipping import local_modules, unpack_modules
+
     ref = locate(args.name, args.storage_path, args.database_url or os.environ.get(DATABASE_URL_ENV))
     document = read_saved_spec(ref.run_dir) or _stored_spec(ref)
     if document is None:
@@ -228,12 +243,22 @@ def submit_resume(args: argparse.Namespace) -> int:
     document.update(name=ref.name, database_url=ref.database_url)
     if ref.database_url is None:
         document["storage_path"] = str(ref.run_dir.parent)
-    spec = spec_mod.validate(document)
-    _check_store(ref, _jobs_url(args.address), resuming=True)
-    jobs = _jobs(args.address)
-    argv = ["resume", ref.name, *(["--storage-path", str(ref.run_dir.parent)] if ref.database_url is None else []),
-            *(["--errored-only"] if args.errored_only else [])]
-    job_id = _submit(jobs, ref, spec, argv)
+    address = args.address or (_stored(ref) or {}).get("job_address") or None
+    with tempfile.TemporaryDirectory(prefix="tuner-kept-modules-") as folder:
+        blob = stored_spec.load_modules(ref)
+        kept = Path(folder) if blob else None
+        if blob and kept is not None:
+            unpack_modules(blob, kept)
+            try:
+                local_modules(document, Path.cwd(), kept)  # puts them on sys.path for the spec's check
+            except ValueError as exc:
+                raise CLIError(f"spec key '{exc}", EXIT_USAGE) from None
+        spec = spec_mod.validate(document)
+        _check_store(ref, _jobs_url(address), resuming=True)
+        jobs = _jobs(address)
+        argv = ["resume", ref.name, *(["--storage-path", str(ref.run_dir.parent)] if ref.database_url is None else []),
+                *(["--errored-only"] if args.errored_only else [])]
+        job_id = _submit(jobs, ref, spec, argv, kept)
     _submitted(ref, job_id, jobs.address)
     return follow(jobs, ref, job_id) if getattr(args, "wait", False) else EXIT_OK
 

@@ -28,9 +28,11 @@ def placeholder_spec(ref: SweepRef, document: dict[str, Any], planned_trials: in
 
 
 def record(ref: SweepRef, *, job_id: str, address: str, owner: str, document: dict[str, Any],
-           metric: str | None, mode: str | None, planned_trials: int | None) -> dict[str, Any] | None:
-    """Record sweep ``ref`` as SUBMITTED as job ``job_id``; what the record was before (None: it
-    is new), for :func:`take_back`. A new SQLite file is made (as ``tuner sweep`` makes it)."""
+           metric: str | None, mode: str | None, planned_trials: int | None,
+           modules: bytes) -> dict[str, Any] | None:
+    """Record sweep ``ref`` as SUBMITTED as job ``job_id``, with the local ``modules`` shipped with
+    it (a zip); what the record was before (None: it is new), for :func:`take_back`. A new SQLite
+    file is made (as ``tuner sweep`` makes it)."""
     from tuner.cli import stored_spec
     from tuner.store import Store
 
@@ -44,6 +46,7 @@ def record(ref: SweepRef, *, job_id: str, address: str, owner: str, document: di
             experiment_id = int(before["id"])
             store.set_experiment_status(experiment_id, SweepStatus.SUBMITTED)
         store.update_experiment(experiment_id, owner=owner, job_id=job_id, job_address=address)
+        store.save_state(experiment_id, stored_spec.MODULES_KEY, modules)
         store.flush()
     if before is None:  # `tuner resume --submit` from any machine, should the job never start
         stored_spec.save(ref.url, experiment_id, document)

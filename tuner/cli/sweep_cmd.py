@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,12 +58,20 @@ class SaveSpec(Callback):
         tmp.replace(self.path)
 
 
-def _command_hint(ref: SweepRef, verb: str = "resume") -> str:
-    """A command that finds this sweep as printed, wherever it is stored."""
-    return f"tuner {verb} {ref.name}{location_flags(ref)}"
+def _command_hint(ref: SweepRef, verb: str = "resume", address: str | None = None) -> str:
+    """A command that finds this sweep as printed, wherever it is stored; a resume runs where this
+    sweep ran: on the Ray cluster at ``address``, or as a Ray Job again when this driver is one."""
+    from tuner.api import JOB_ID_ENV
+
+    line = f"tuner {verb} {ref.name}{location_flags(ref)}"
+    if verb == "resume" and os.environ.get(JOB_ID_ENV):
+        line += " --submit"  # the job's address is in the store
+    elif verb == "resume" and address:
+        line += f" --address {shlex.quote(address)}"
+    return line
 
 
-def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
+def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef, address: str | None) -> int:
     trials = analysis.trials
     counts: dict[str, int] = {}
     for trial in trials:
@@ -81,7 +90,7 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef) -> int:
         print(f"{len(silent)} trial(s) reported no result: {names} (a function trainable must call tune.report)")
     cut = analysis.budget_cut
     if cut is not None:
-        print(cut.line(f"`{_command_hint(ref)}`"))
+        print(cut.line(f"`{_command_hint(ref, address=address)}`"))
     failed = [t for t in trials if t.status == TrialStatus.ERROR]
     if failed:
         names = ", ".join(t.trial_id for t in failed[:5]) + (" ..." if len(failed) > 5 else "")
@@ -103,7 +112,7 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     if isinstance(exc, (KeyboardInterrupt, SweepTerminated)):
         what = "terminated (SIGTERM)" if isinstance(exc, SweepTerminated) else "interrupted"
         if mark_interrupted(ref.url, ref.name):
-            print(f"tuner: {what}; sweep {ref.name!r} is saved and resumable: {_command_hint(ref)}",
+            print(f"tuner: {what}; sweep {ref.name!r} is saved and resumable: {_command_hint(ref, address=args.address)}",
                   file=sys.stderr)
         else:
             print(f"tuner: {what} before sweep {ref.name!r} started; nothing was run", file=sys.stderr)
@@ -115,8 +124,8 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     if isinstance(exc, RayUnreachableError):  # its message names the address already
         raise CLIError(first_line(exc), EXIT_FAILED) from None
     if isinstance(exc, StoreError) and ref.spec_file.exists():  # it ran: what is stored so far resumes
-        raise CLIError(f"{first_line(exc, ref.url)}; `{_command_hint(ref)}` continues the sweep once the store "
-                       f"can be written", EXIT_FAILED) from None
+        raise CLIError(f"{first_line(exc, ref.url)}; `{_command_hint(ref, address=args.address)}` continues the "
+                       f"sweep once the store can be written", EXIT_FAILED) from None
     if isinstance(exc, (TuneError, StoreError)):
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
     if isinstance(exc, SQLAlchemyError):  # the database cannot be reached or used
@@ -170,7 +179,7 @@ def _run_spec(spec: spec_mod.SweepSpec, ref: SweepRef, args: argparse.Namespace,
         if progress is not None:
             progress.close()
     try:
-        return _summary(analysis, spec, ref)
+        return _summary(analysis, spec, ref, args.address)
     finally:
         analysis.close()
 
@@ -183,7 +192,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     taken = ref.spec_file.exists() or (ref.database_url is None and (ref.run_dir / DB_FILE).exists())
     if taken and not _submitted_as_this_job(ref):
         raise CLIError(f"a sweep named {ref.name!r} already exists in {ref.run_dir.parent}; "
-                       f"`{_command_hint(ref)}` continues it, or pick another --name")
+                       f"`{_command_hint(ref, address=args.address)}` continues it, or pick another --name")
     remember_location(ref)
     return run_spec(spec, ref, args, resume=False)
 

@@ -4,6 +4,7 @@ on the cluster, and fresh processes follow, stop and resume it through the share
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
@@ -181,20 +182,31 @@ def test_every_printed_verb_works_the_moment_submit_returns(cluster, workdir, po
 
 
 def test_stop_then_resume_submit_completes_every_trial_with_no_result_lost_or_twice(cluster, workdir, postgres_url):
+    """Every command is run as `tuner submit` printed it, with no $TUNER_DATABASE_URL (the URL is
+    printed), and the resume from a folder without the trainable's module or the cluster's address:
+    the store keeps both."""
     release = workdir / "release"  # both trials hold after 3 results until it exists
     name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "40") + f"  release: {release}\n")
-    proc = tuner(workdir, "submit", name, "--name", "stopped", "--address", cluster.address)
+    no_env = {"TUNER_DATABASE_URL": ""}
+    proc = tuner(workdir, "submit", name, "--name", "stopped", "--address", cluster.address,
+                 "--database-url", postgres_url, **no_env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    printed = {line.split(":", 1)[0].strip(): line.split(":", 1)[1] for line in proc.stdout.splitlines()[1:]}
+    stop_command = printed["stop it"].split("(resumable: ")[0].strip()
+    resume_command = printed["stop it"].split("(resumable: ")[1].rstrip(")").strip()
+    assert f"--database-url {shlex.quote(postgres_url)}" in stop_command and "URL " not in stop_command, stop_command
     wait_for(lambda: len(results(postgres_url, "stopped")) == 6, "both trials to hold")
     again = tuner(workdir, "submit", name, "--name", "stopped", "--address", cluster.address)
     assert again.returncode == 3 and again.stderr.startswith("tuner: error: sweep 'stopped' is running as job"), \
         again.stderr
-    stop = tuner(workdir, "stop", "stopped")
+    stop = tuner(workdir, *shlex.split(stop_command)[1:], **no_env)
     assert stop.returncode == 0 and "the sweep is INTERRUPTED" in stop.stdout, stop.stdout + stop.stderr
     assert ls_row(workdir, "stopped")[1] == "INTERRUPTED"
     assert len(results(postgres_url, "stopped")) == 6
     release.touch()
-    resume = tuner(workdir, "resume", "stopped", "--submit", "--wait", "--address", cluster.address)
+    elsewhere = workdir / "elsewhere"  # no slowtrain.py here, and no --address given
+    elsewhere.mkdir()
+    resume = tuner(elsewhere, *shlex.split(resume_command)[1:], "--wait", **no_env)
     assert resume.returncode == 0, resume.stdout + resume.stderr
     assert "job SUCCEEDED: sweep stopped TERMINATED, 2/2 trials ended, best score=80" in resume.stdout, resume.stdout
     stored = results(postgres_url, "stopped")

@@ -3,6 +3,7 @@ shared run directory), or that was started on another machine: one line saying w
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import socket
 import time
@@ -84,7 +85,7 @@ def test_resume_of_a_sweep_running_elsewhere_names_its_driver_and_one_started_el
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == (f"tuner: error: sweep {name!r} in {_masked(url)} was started in {first / name}, which "
                            f"holds its sweep.yaml and checkpoints: resume it with "
-                           f"`tuner resume {name} --storage-path {first} --database-url URL`\n")
+                           f"`tuner resume {name} --storage-path {first} --database-url {shlex.quote(url)}`\n")
     # The run directory on another machine (here: moved away): where to resume it, all the same.
     shutil.move(first, tmp_path / "away")
     for storage in [second, first]:
@@ -93,7 +94,7 @@ def test_resume_of_a_sweep_running_elsewhere_names_its_driver_and_one_started_el
         assert proc.stderr == (f"tuner: error: sweep {name!r} in {_masked(url)} keeps no spec in its store, and the "
                                f"run directory it was started in, {first / name} (its sweep.yaml and checkpoints), "
                                f"is not on this machine: resume it on the machine that has it, with "
-                               f"`tuner resume {name} --storage-path {first} --database-url URL`\n")
+                               f"`tuner resume {name} --storage-path {first} --database-url {shlex.quote(url)}`\n")
     assert not second.exists() and not first.exists()
 
 

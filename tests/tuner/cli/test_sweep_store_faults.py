@@ -4,6 +4,7 @@ deleted (the spec, TensorBoard logs, the trials' checkpoints)."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import time
 import uuid
@@ -157,8 +158,11 @@ def test_an_immutable_database_ends_the_sweep_with_one_line_and_resume_finishes_
     print("ERR", err)
     line = _one_line(err)
     assert f"cannot write {run_dir / 'tuner.db'}" in line and "immutable" in line, line
-    assert "tuner resume frozen" in line, line
-    resume_finishes(run_dir, ray_address)
+    printed = line.split("`")[1]  # run as printed: it names the cluster the sweep ran on
+    assert printed == f"tuner resume frozen --storage-path {run_dir.parent} --address {ray_address}", printed
+    (run_dir.parent.parent / "release").touch()
+    proc = cli(*shlex.split(printed)[1:], "--progress", "none")
+    assert proc.returncode == 0 and "sweep frozen: 2 trials (2 TERMINATED)" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.fixture
