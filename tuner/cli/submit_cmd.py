@@ -234,6 +234,7 @@ def submit_resume(args: argparse.Namespace) -> int:
 
     from tuner.cli import stored_spec
     from tuner.cluster.shipping import local_modules, unpack_modules
+    from tuner.execution.heartbeat import shown_status
 
     ref = locate(args.name, args.storage_path, args.database_url or os.environ.get(DATABASE_URL_ENV))
     document = read_saved_spec(ref.run_dir) or _stored_spec(ref)
@@ -243,7 +244,13 @@ def submit_resume(args: argparse.Namespace) -> int:
     document.update(name=ref.name, database_url=ref.database_url)
     if ref.database_url is None:
         document["storage_path"] = str(ref.run_dir.parent)
-    address = args.address or (_stored(ref) or {}).get("job_address") or None
+    stored = _stored(ref)
+    if stored is not None and shown_status(stored) == SweepStatus.TERMINATED:
+        finished = _finished_line(ref, stored, errored_only=args.errored_only)
+        if finished is not None:
+            print(finished)
+            return EXIT_OK
+    address = args.address or (stored or {}).get("job_address") or None
     with tempfile.TemporaryDirectory(prefix="tuner-kept-modules-") as folder:
         blob = stored_spec.load_modules(ref)
         kept = Path(folder) if blob else None
@@ -261,6 +268,21 @@ def submit_resume(args: argparse.Namespace) -> int:
         job_id = _submit(jobs, ref, spec, argv, kept)
     _submitted(ref, job_id, jobs.address)
     return follow(jobs, ref, job_id) if getattr(args, "wait", False) else EXIT_OK
+
+
+def _finished_line(ref: SweepRef, experiment: dict[str, Any], *, errored_only: bool) -> str | None:
+    """What to say of a finished sweep that a resume would not run again (None: its errored
+    trials are to be retried)."""
+    from tuner.store import Store
+
+    with Store(ref.url, create=False) as store:
+        statuses = [str(t["status"]) for t in store.trials(int(experiment["id"]))]
+    errored = statuses.count("ERROR")
+    if errored and errored_only:
+        return None
+    hint = (f"; `tuner resume {ref.name}{location_flags(ref)} --submit --errored-only` retries its {errored} "
+            f"errored trial(s)") if errored else ""
+    return f"sweep {ref.name} is finished ({len(statuses)} trials, TERMINATED): nothing to resume, nothing submitted{hint}"
 
 
 def _stored_spec(ref: SweepRef) -> dict[str, Any] | None:

@@ -144,6 +144,11 @@ def test_a_submitted_ppo_sweep_finishes_on_the_cluster_and_any_process_sees_it(c
     assert best.returncode == 0 and "episode_return_mean=" in best.stdout, best.stdout + best.stderr
     logs = tuner(workdir, "logs", "ppo")
     assert logs.returncode == 0 and "sweep ppo: 2 trials (2 TERMINATED)" in logs.stdout, logs.stdout + logs.stderr
+    jobs_before = _job_count(cluster.address)
+    again = tuner(workdir, "resume", "ppo", "--submit")
+    assert again.returncode == 0 and again.stdout == (
+        "sweep ppo is finished (2 trials, TERMINATED): nothing to resume, nothing submitted\n"), again.stdout + again.stderr
+    assert _job_count(cluster.address) == jobs_before
 
 
 def _logs(workdir: Path, name: str) -> str:
