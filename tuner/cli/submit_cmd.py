@@ -93,7 +93,7 @@ def _on_this_machine(address: str) -> bool:
 def _check_store(ref: SweepRef, address: str, *, resuming: bool) -> None:
     """A store both machines reach, and (for a new sweep) a name not taken there; for a resume the
     sweep must exist and not be running."""
-    if ref.database_url is None and not _on_this_machine(address):
+    if _sqlite_file(ref) is not None and not _on_this_machine(address):
         raise CLIError(f"sweep {ref.name!r} would be stored in a SQLite file, which lives on one machine's disk: "
                        f"a sweep submitted to {address} needs a database both machines reach, e.g. "
                        f"--database-url postgresql+psycopg://USER@HOST/DB", EXIT_USAGE)
@@ -117,7 +117,8 @@ def _stored(ref: SweepRef) -> dict[str, Any] | None:
     """The sweep's experiment row, or None when its store holds no such sweep (or no tables yet)."""
     from tuner.store import NoSchemaError, Store, StoreError
 
-    if ref.database_url is None and not (ref.run_dir / "tuner.db").exists():
+    file = _sqlite_file(ref)
+    if file is not None and not file.exists():  # made by the submission, as `tuner sweep` makes it
         return None
     try:
         store = Store(ref.url, create=False)
@@ -131,6 +132,27 @@ def _stored(ref: SweepRef) -> dict[str, Any] | None:
         raise CLIError(first_line(exc, ref.url), EXIT_FAILED) from None
     finally:
         store.close()
+
+
+def _sqlite_file(ref: SweepRef) -> Path | None:
+    """The SQLite file that stores ``ref`` (None: another database)."""
+    from sqlalchemy.engine import make_url
+
+    from tuner.store.urls import sqlite_file
+
+    return sqlite_file(make_url(ref.url))
+
+
+def _absolute(database_url: str | None) -> str | None:
+    """A SQLite URL with its file's absolute path: the job's driver runs in another directory."""
+    if not database_url or not database_url.startswith("sqlite:///"):
+        return database_url
+    from sqlalchemy.engine import make_url
+
+    from tuner.store.urls import sqlite_file
+
+    file = sqlite_file(make_url(database_url))
+    return database_url if file is None else f"sqlite:///{file}"
 
 
 def _shipped_spec(spec: spec_mod.SweepSpec) -> dict[str, Any]:
@@ -214,7 +236,7 @@ def _submitted(ref: SweepRef, job_id: str, address: str) -> None:
 
 def cmd_submit(args: argparse.Namespace) -> int:
     """``tuner submit SPEC.yaml --address http://HEAD:8265``: run the sweep's driver on the cluster."""
-    database_url = args.database_url or os.environ.get(DATABASE_URL_ENV) or None
+    database_url = _absolute(args.database_url or os.environ.get(DATABASE_URL_ENV) or None)
     spec = spec_mod.load(args.spec, args.set or (), name=args.name, database_url=database_url,
                          storage_path=args.storage_path)
     ref = SweepRef(spec.name, spec.run_dir, spec.database_url)

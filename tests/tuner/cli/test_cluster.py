@@ -266,6 +266,8 @@ def test_bad_submissions_are_one_line_each_and_submit_nothing(cluster, workdir, 
          "spec key 'trainable': cannot import module 'notthere'"),
         (["--address", "http://203.0.113.7:8265"], {"TUNER_DATABASE_URL": ""}, 2,
          "needs a database both machines reach"),
+        (["--address", "http://203.0.113.7:8265", "--database-url", "sqlite:///explicit.db"], {}, 2,
+         "lives on one machine's disk"),
     ]
     jobs_before = _job_count(cluster.address)
     for flags, env, code, said in cases:
@@ -275,6 +277,19 @@ def test_bad_submissions_are_one_line_each_and_submit_nothing(cluster, workdir, 
             (flags, proc.returncode, proc.stderr)
         assert said is None or said in lines[0], (flags, lines[0])
     assert _job_count(cluster.address) == jobs_before
+    assert not (workdir / "explicit.db").exists()
+
+
+def test_a_sweep_submitted_to_a_new_sqlite_file_on_this_machine_runs_there(cluster, workdir):
+    """The head is this machine: a SQLite URL naming a file that does not exist yet is made, as
+    `tuner sweep` makes it, and the job's driver (in another directory) writes into that file."""
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "2"))
+    proc = tuner(workdir, "submit", name, "--name", "lite", "--address", cluster.address,
+                 "--database-url", "sqlite:///lite.db", "--wait")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "job SUCCEEDED: sweep lite TERMINATED, 2/2 trials ended" in proc.stdout, proc.stdout
+    listed = tuner(workdir, "ls", "--database-url", f"sqlite:///{workdir / 'lite.db'}")
+    assert listed.returncode == 0 and "lite " in listed.stdout and "2/2" in listed.stdout, listed.stdout
 
 
 def test_tuner_sweep_joins_a_token_cluster_by_its_address_and_says_when_the_token_is_missing(
