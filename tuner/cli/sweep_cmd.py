@@ -191,6 +191,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     ref = SweepRef(spec.name, spec.run_dir, spec.database_url)
     taken = ref.spec_file.exists() or (ref.database_url is None and (ref.run_dir / DB_FILE).exists())
     if taken and not _submitted_as_this_job(ref):
+        from tuner.cli.resume_checks import check_not_running
+
+        check_not_running(ref)  # a sweep that runs now: exit 3, naming its driver
         raise CLIError(f"a sweep named {ref.name!r} already exists in {ref.run_dir.parent}; "
                        f"`{_command_hint(ref, address=args.address)}` continues it, or pick another --name")
     remember_location(ref)

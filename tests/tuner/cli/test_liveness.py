@@ -51,3 +51,17 @@ def test_a_killed_driver_shows_interrupted_and_resumes(tmp_path, ray_address, mo
     assert "INTERRUPTED (stored as RUNNING, but its driver's last heartbeat was" in shown, shown
     resume_finishes(run_dir, ray_address)
     assert _ls_status(storage, "killed") == "TERMINATED"
+
+
+def test_a_second_sweep_of_a_running_sqlite_sweep_names_its_driver(tmp_path, ray_address):
+    import socket
+
+    proc, run_dir, release = start_held_sweep(tmp_path, ray_address, "twice")
+    again = cli("sweep", str(tmp_path / "spec.yaml"), "--name", "twice", "--storage-path", str(run_dir.parent),
+                "--address", ray_address)
+    out, err = finish(proc, release)
+    assert proc.returncode == 0, out + err
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert again.stderr == (f"tuner: error: sweep 'twice' in {run_dir / 'tuner.db'} is already being run by another "
+                            f"driver (pid {proc.pid} on {socket.gethostname()}); wait for it to end, or stop it "
+                            f"first\n"), again.stderr
