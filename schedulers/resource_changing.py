@@ -130,7 +130,9 @@ class DistributeResources:
     ``add_bundles=False``: the units are added to the trial's single bundle (the base request must
     be one bundle). ``add_bundles=True``: each unit is one more bundle of ``increase_by``'s shape
     (by default the base request's last bundle): for our trainers, one more rollout actor per
-    bundle. ``increase_by_times`` >= 1 caps the units a trial gets. A trial holding more than is
+    bundle. ``add_bundles=None`` (the default; Ray Tune's is False) follows the request: a trial of
+    one bundle grows it, one of several (a trainer with its rollout actors) gets more bundles, so a
+    Ray Tune script's ``ResourceChangingScheduler(base_scheduler=...)`` grows our trainers' actors. ``increase_by_times`` >= 1 caps the units a trial gets. A trial holding more than is
     free (others grew first, or new trials came) is brought down. Returns the trial's new bundles,
     or None before its first iteration.
 
@@ -141,13 +143,15 @@ class DistributeResources:
 
     def __init__(
         self,
-        add_bundles: bool = False,
+        add_bundles: bool | None = None,
         increase_by: Mapping[str, float] | None = None,
         increase_by_times: int = -1,
         reserve_resources: Mapping[str, float] | None = None,
     ) -> None:
         owner = type(self).__name__
-        self.add_bundles = check_bool(owner, "add_bundles", add_bundles)
+        self.add_bundles = None if add_bundles is None else check_bool(owner, "add_bundles", add_bundles)
+        # Whether units are bundles of their own: add_bundles, or (None) decided by the base request.
+        self._adding = bool(add_bundles)
         self.increase_by = _check_resource_dict(owner, "increase_by", increase_by, allow_empty=False)
         if not is_int(increase_by_times):
             raise arg_error(owner, "increase_by_times", "an int (< 1: no limit)", increase_by_times)
@@ -159,10 +163,12 @@ class DistributeResources:
     # -- checks the scheduler runs before anything starts -----------------------------------------
     def check_base(self, base: Bundles) -> None:
         """Raise a ValueError when the base request cannot be grown the way this function grows it."""
-        if not self.add_bundles and len(base) > 1:
+        if self.add_bundles is None:
+            self._adding = len(base) > 1
+        if not self._adding and len(base) > 1:
             raise ValueError(
                 f"{type(self).__name__}: add_bundles=False needs a one-bundle resource request, but trials ask "
-                f"for {len(base)} bundles ({base}); pass add_bundles=True (our trainers: one bundle per "
+                f"for {len(base)} bundles ({base}); pass add_bundles=True or leave it out (our trainers: one bundle per "
                 f"rollout actor, so each unit is one more rollout actor)"
             )
         unit = self._unit(base)
@@ -172,7 +178,7 @@ class DistributeResources:
     def _unit(self, base: Bundles) -> dict[str, float]:
         if self.increase_by:
             return dict(self.increase_by)
-        if self.add_bundles:
+        if self._adding:
             return dict(base[-1])
         return {"GPU": 1.0} if base[0].get("GPU", 0.0) else {"CPU": 1.0}
 
@@ -242,7 +248,7 @@ class DistributeResources:
 
     def _remove(self, bundles: Bundles, unit: dict[str, float], m: int) -> Bundles:
         m = -abs(m)
-        if self.add_bundles:
+        if self._adding:
             return bundles[:m]
         bundles = copy.deepcopy(bundles) or [{}]
         for k in _KEYS:
@@ -250,7 +256,7 @@ class DistributeResources:
         return bundles
 
     def _new(self, unit: dict[str, float], m: int) -> Bundles:
-        if self.add_bundles:
+        if self._adding:
             return [dict(unit) for _ in range(abs(m))]
         return [{k: unit.get(k, 0.0) * abs(m) for k in _KEYS}]
 
@@ -260,7 +266,7 @@ class DistributeResources:
                 max_times = min(max_times, self.increase_by_times)
             elif self.increase_by_times > 0:
                 max_times = self.increase_by_times
-        if self.add_bundles:
+        if self._adding:
             out = [dict(x) for x in a if x.get("CPU", 0.0) or x.get("GPU", 0.0)]
             out += [dict(x) for x in b if x.get("CPU", 0.0) or x.get("GPU", 0.0)]
             return out[:max_times] if max_times > 0 else out
@@ -273,7 +279,7 @@ class DistributeResources:
         return [merged]
 
     def _added(self, bundles: Bundles, base: Bundles) -> Bundles:
-        if self.add_bundles:
+        if self._adding:
             return [dict(b) for b in bundles[len(base):]]
         first, base0 = (bundles or [{}])[0], (base or [{}])[0]
         return [{k: first.get(k, 0.0) - base0.get(k, 0.0) for k in _KEYS}]
@@ -286,7 +292,7 @@ class DistributeResourcesToTopJob(DistributeResources):
 
     def __init__(
         self,
-        add_bundles: bool = False,
+        add_bundles: bool | None = None,
         increase_by: Mapping[str, float] | None = None,
         increase_by_times: int = -1,
         reserve_resources: Mapping[str, float] | None = None,
@@ -346,7 +352,7 @@ class ResourceChangingScheduler(TrialScheduler):
     def __init__(
         self,
         base_scheduler: TrialScheduler | None = None,
-        resources_allocation_function: Callable[..., Any] | None = DistributeResources(add_bundles=False),
+        resources_allocation_function: Callable[..., Any] | None = DistributeResources(),
     ) -> None:
         owner = type(self).__name__
         if base_scheduler is not None and not isinstance(base_scheduler, TrialScheduler):

@@ -19,7 +19,7 @@ from schedulers import (
     ResourceChangingScheduler,
     TrialScheduler,
 )
-from schedulers.resource_changing import RESOURCES_IN_PLACE, RESOURCES_ON_RESTART, RESOURCES_REFUSED
+from schedulers.resource_changing import RESOURCES_IN_PLACE, RESOURCES_ON_RESTART, RESOURCES_REFUSED, bundles_of
 from schedulers.trial_status import TrialStatus
 
 
@@ -284,9 +284,27 @@ def test_trials_must_share_their_base_request():
 
 
 def test_add_bundles_false_refuses_a_trainer_before_it_runs():
-    s = ResourceChangingScheduler(None)  # Ray Tune's default: DistributeResources(add_bundles=False)
+    s = ResourceChangingScheduler(None, DistributeResources(add_bundles=False))
     with pytest.raises(ValueError, match="add_bundles=True"):
         s.on_trial_add(FakeController(16, []), FakeTrial("a", PGF(BASE)))
+
+
+def test_the_default_allocation_grows_a_trainer_by_bundles_and_a_one_bundle_trial_in_its_bundle():
+    """A ported Ray Tune script's `ResourceChangingScheduler(base_scheduler=...)`: the default
+    allocation (Ray Tune's would refuse a request of several bundles) gives a trainer more rollout
+    actors, and a one-bundle trial a bigger bundle, as add_bundles=True and False would."""
+    for base, explicit in ((BASE, True), ([LEARNER], False)):
+        default, given = ResourceChangingScheduler(None), ResourceChangingScheduler(
+            None, DistributeResources(add_bundles=explicit))
+        answers = []
+        for s in (default, given):
+            c = FakeController(16, [])
+            trial = FakeTrial("a", PGF(base))
+            c.trials.append(trial)
+            s.on_trial_add(c, trial)
+            answers.append(s.reallocate_trial_resources_if_needed(c, trial, result(1, 0.0)))
+        assert answers[0] is not None and bundles_of(answers[0]) == bundles_of(answers[1])
+        assert len(bundles_of(answers[0])) > 1 if explicit else len(bundles_of(answers[0])) == 1
 
 
 @pytest.mark.parametrize("kwargs, field", [
