@@ -35,6 +35,7 @@ from tuner.run_options import RunOptions
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.sendable import check_config_values, check_trainable_sendable
+from tuner.storage_path import check_storage_path
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
 from tuner.sweep_status import SweepStatus
@@ -101,6 +102,7 @@ def _check_can_run(options: RunOptions) -> None:
     storage_path, name, tensorboard_dir = options.storage_path, options.name, options.tensorboard_dir
     if storage_path is not None and (not isinstance(storage_path, (str, os.PathLike)) or not os.fspath(storage_path)):
         raise ValueError(f"storage_path must be a path (str or os.PathLike) or None, got {storage_path!r}")
+    check_storage_path(storage_path)
     root = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute()
     check_writable_dir(root, "storage_path")
     if isinstance(name, str):

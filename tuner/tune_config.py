@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 from schedulers.validation import check_int, is_number
+from tuner.storage_path import check_storage_path
 
 
 class ConfigError(ValueError, TypeError):
@@ -222,6 +223,10 @@ class RunConfig:
             raise ConfigError(f"{owner}.name must be {SWEEP_NAME_RULE}, got {self.name!r}")
         if self.storage_path is not None and not isinstance(self.storage_path, (str, os.PathLike)):
             raise ConfigError(f"{owner}.storage_path must be a path or None, got {self.storage_path!r}")
+        try:
+            check_storage_path(self.storage_path, f"{owner}.storage_path")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.verbose is not None and (isinstance(self.verbose, bool) or self.verbose not in (0, 1, 2, 3)):
             raise ConfigError(f"{owner}.verbose must be one of [0, 1, 2, 3] or None, got {self.verbose!r}")
         if self.callbacks is not None:

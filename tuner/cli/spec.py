@@ -51,6 +51,7 @@ from tuner.cli.checks import (
 from tuner.cli.errors import SpecError
 from tuner.cli.overrides import apply_overrides
 from tuner.cli.paths import default_storage_path
+from tuner.storage_path import check_storage_path
 from tuner.cli.space import parse_space, searched_keys
 from tuner.cli.yaml_io import load_spec_file
 from tuner.tune_config import SWEEP_NAME_RULE, default_sweep_name, is_sweep_name
@@ -265,6 +266,10 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
     expect_bool(doc.get("tensorboard", True), "tensorboard")
     expect_str(doc.get("tensorboard_dir"), "tensorboard_dir", allow_none=True)
     storage_path = expect_str(doc.get("storage_path"), "storage_path", allow_none=True) or default_storage_path()
+    try:
+        check_storage_path(storage_path)
+    except ValueError as exc:
+        raise SpecError("storage_path", str(exc).removeprefix("storage_path: ")) from None
     database_url = _check_database_url(doc.get("database_url"))
     _check_stop(doc.get("stop"))
     _check_resources(doc.get("resources"))
