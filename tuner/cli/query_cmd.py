@@ -38,14 +38,18 @@ from tuner.sweep_status import SweepStatus
 
 
 def jsonable(value: Any) -> Any:
-    """Plain JSON data: numpy scalars unwrapped, NaN and infinities as null, objects as strings."""
+    """Plain JSON data: numpy scalars unwrapped, infinities as the strings "Infinity" and
+    "-Infinity" (standard JSON has no token for them, and null is what was not reported), NaN as
+    null (a table's missing value), objects as strings."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if hasattr(value, "item") and callable(value.item) and type(value).__module__ == "numpy":
         value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
+    if isinstance(value, float) and math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, float) and math.isnan(value):
         return None
     if value is None or isinstance(value, (bool, int, float, str)):
         return value

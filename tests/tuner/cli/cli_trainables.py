@@ -43,3 +43,9 @@ def echo_note(config):
     """Reports ``score`` = x and the config's ``note`` (a string of any length) for 2 steps."""
     for _ in range(2):
         tune.report({"score": config["x"], "note": config["note"]})
+
+
+def unbounded(config):
+    """Reports +inf, then -inf with a metric the first result did not have."""
+    tune.report({"score": float("inf")})
+    tune.report({"score": float("-inf"), "late": 1.0})
