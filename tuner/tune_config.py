@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 from schedulers.validation import check_int, is_number
+from tuner.stopper import to_stopper
 from tuner.storage_path import check_storage_path
 
 
@@ -227,6 +228,10 @@ class RunConfig:
             check_storage_path(self.storage_path, f"{owner}.storage_path")
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        try:
+            to_stopper(self.stop)  # what tune.run would refuse, refused here
+        except ValueError as exc:
+            raise ConfigError(f"{owner}.{exc}") from None
         if self.verbose is not None and (isinstance(self.verbose, bool) or self.verbose not in (0, 1, 2, 3)):
             raise ConfigError(f"{owner}.verbose must be one of [0, 1, 2, 3] or None, got {self.verbose!r}")
         if self.callbacks is not None:

@@ -100,7 +100,7 @@ def test_legacy_checkpoint_arguments_merge_as_in_ray_tune():
     "kwargs, match",
     [
         ({"tune_config": tune.TuneConfig(metric="score")}, "metric and mode go together"),
-        ({"run_config": tune.RunConfig(stop="never")}, "stop"),
+        ({"stop": "never"}, "stop"),  # set after construction, which refuses it
         ({"param_space": ["x"]}, "param_space"),
         ({"tune_config": tune.TuneConfig(search_alg="optuna")}, "search_alg"),
         ({"tune_config": tune.TuneConfig(metric="score", mode="max",
@@ -110,6 +110,8 @@ def test_legacy_checkpoint_arguments_merge_as_in_ray_tune():
 def test_fit_checks_the_rest_before_writing_anything(tmp_path, kwargs, match):
     run_config = kwargs.pop("run_config", tune.RunConfig())
     run_config.storage_path, run_config.name = str(tmp_path), "never"
+    if "stop" in kwargs:
+        run_config.stop = kwargs.pop("stop")
     with pytest.raises(ValueError, match=match):
         tune.Tuner(train, run_config=run_config, **kwargs).fit()
     assert not any(tmp_path.iterdir())
@@ -121,3 +123,14 @@ def test_a_default_sweep_name_is_a_valid_one(trainable_name):
     name = default_sweep_name(trainable_name)
     assert is_sweep_name(name), name
     assert re.fullmatch(r"\w[\w.-]*_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d", name), name
+
+
+@pytest.mark.parametrize("stop, said", [
+    (42, "RunConfig.stop must be a dict of thresholds, a callable (trial_id, result) -> bool, or a Stopper; got int"),
+    ("x", "RunConfig.stop must be a dict of thresholds, a callable (trial_id, result) -> bool, or a Stopper; got str"),
+    ({"env_steps_total": "many"}, "RunConfig.stop['env_steps_total'] must be a number, got 'many'"),
+])
+def test_a_bad_stop_is_refused_when_the_run_config_is_made(stop, said):
+    with pytest.raises(ConfigError) as info:
+        tune.RunConfig(stop=stop)
+    assert str(info.value) == said
