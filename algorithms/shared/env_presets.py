@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
+import sys
 from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 import numpy as np
 
 from algorithms.shared.observations import check_supported
+
+logger = logging.getLogger(__name__)
 
 EnvCreator = Callable[[Mapping[str, Any]], gym.Env]
 
@@ -107,6 +111,39 @@ def ensure_registered(env_id: str) -> None:
     gym.register_envs(plugin)
 
 
+#: The simulators whose start-up chatter this process has quieted (see :func:`quiet_simulator`).
+_QUIETED: set[str] = set()
+
+
+def quiet_simulator(env_id: str) -> None:
+    """Keep a simulator's start-up chatter out of a sweep's output, once per process: ALE's
+    banner (its logger set to errors only) and MuJoCo's deprecation notices about the models
+    gymnasium bundles (logged at debug level); any other MuJoCo warning is still printed."""
+    ensure_registered(env_id)
+    try:
+        entry = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return  # gymnasium's own error comes when the env is made
+    module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    if module.startswith("ale_py") and "ale" not in _QUIETED:
+        import ale_py
+
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+        _QUIETED.add("ale")
+    elif module.startswith("gymnasium.envs.mujoco") and "mujoco" not in _QUIETED:
+        import mujoco
+
+        mujoco.set_mju_user_warning(_mujoco_warning)
+        _QUIETED.add("mujoco")
+
+
+def _mujoco_warning(message: str) -> None:
+    if "deprecated" in message:
+        logger.debug("MuJoCo: %s", message)
+        return
+    print(f"WARNING: {message}", file=sys.stderr, flush=True)  # as MuJoCo's own handler says it
+
+
 def env_family(env_id: str) -> str | None:
     """"atari", "minigrid" or None for a gymnasium id (from the package its entry point is in)."""
     ensure_registered(env_id)
@@ -150,7 +187,7 @@ def env_creator(env_id: str, env_config: Mapping[str, Any], preprocessing: Any) 
 def make_env(env_id: str, family: str, options: Mapping[str, Any] | None, env_config: Mapping[str, Any]) -> gym.Env:
     """``env_id`` made with ``env_config`` and wrapped per ``options`` (None: unwrapped); what
     :func:`env_creator`'s creators call."""
-    ensure_registered(env_id)
+    quiet_simulator(env_id)
     config = dict(env_config)
     if options is None:
         return gym.make(env_id, **config)

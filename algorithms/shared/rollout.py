@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from algorithms.fragment import Fragment, RolloutPolicy
+from algorithms.shared.env_presets import quiet_simulator
 from algorithms.shared.env_threads import EnvThreads
 from algorithms.shared.observations import ObsSpace, stack, tree_map
 from algorithms.shared.vector_env import SerialVectorEnv
@@ -103,6 +104,7 @@ def make_vector_env(
         fns = [lambda i=i: creator(EnvContext(env_config, worker_index, first_index + i)) for i in range(num_envs)]
         envs: gym.vector.VectorEnv = SerialVectorEnv(fns)
     else:
+        quiet_simulator(env)
         native: gym.vector.VectorEnv | None = None
         if gym.spec(env).vector_entry_point is not None:
             try:

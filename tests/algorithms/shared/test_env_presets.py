@@ -193,3 +193,26 @@ def test_importing_algorithms_imports_no_env_package():
             "print(sorted(m for m in ('ale_py', 'minigrid', 'pygame', 'cv2', 'mujoco') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+_MAKE_ENVS = """
+import sys
+from algorithms.shared.rollout import make_vector_env
+for env_id in sys.argv[1:]:
+    envs = make_vector_env(env_id, {}, 2)
+    envs.reset(seed=0)
+    envs.close()
+print("made")
+"""
+
+
+def test_simulators_say_nothing_into_a_sweeps_output():
+    """ALE's banner and MuJoCo's deprecation notices about gymnasium's bundled models (one per env
+    made, in every rollout actor) stay out of what a sweep prints."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _MAKE_ENVS, "ALE/Pong-v5", "HalfCheetah-v5"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "made\n" and done.stderr == "", done.stdout + done.stderr
