@@ -112,11 +112,16 @@ LAYOUT_REASON = "_layout_reason"
 
 def sampling_layout(config: Mapping[str, Any]) -> str:
     """Where a trainer with this resolved config samples, in a few words."""
+    envs = _plural(config["num_envs_per_worker"], "env")
     if config["num_workers"] == 0:
-        return f"in the learner: {config['num_envs_per_worker']} envs"
+        return f"in the learner: {envs}"
     requests = config["max_requests_in_flight_per_worker"]
     mode = "sync" if not config["sample_async"] else "async" if requests is None else f"async, {requests} requests queued"
-    return f"{config['num_workers']} rollout actors x {config['num_envs_per_worker']} envs, {mode}"
+    return f"{_plural(config['num_workers'], 'rollout actor')} x {envs}, {mode}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def check(ok: bool, key: str, message: str, value: Any) -> None:

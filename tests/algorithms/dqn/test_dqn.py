@@ -136,7 +136,7 @@ def test_cartpole_learns_in_process_and_reports_its_metrics():
     finally:
         trainer.stop()
     last = results[-1]
-    assert last["sampling_layout"] == "in the learner: 1 envs" and last["learner"] == "torch"
+    assert last["sampling_layout"] == "in the learner: 1 env" and last["learner"] == "torch"
     assert last["env_steps_total"] >= 15_000 and last["num_updates"] > 0 and last["epsilon"] == pytest.approx(0.04)
     assert results[0]["episode_return_mean"] < 40 < last["episode_return_mean"]  # random play is ~22
 

@@ -70,12 +70,12 @@ def test_a_trial_runs_the_layout_the_driver_chose_and_tuner_show_says_why(tmp_pa
                             "minibatch_size": 512, "num_epochs": 1, "seed": 0},
              stop={"training_iteration": 1}, storage_path=str(tmp_path), name="shown", verbose=0)
     (trial,) = analysis.trials  # its placement group had the bundles the driver's layout asked for
-    assert trial.status == "TERMINATED" and trial.last_result["sampling_layout"] == "2 rollout actors x 1 envs, async"
+    assert trial.status == "TERMINATED" and trial.last_result["sampling_layout"] == "2 rollout actors x 1 env, async"
     analysis.close()
     out = subprocess.run([sys.executable, "-m", "tuner.cli", "show", "shown", "--storage-path", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "SAMPLING" in out.stdout and "2 rollout actors x 1 envs, async" in out.stdout
+    assert "SAMPLING" in out.stdout and "2 rollout actors x 1 env, async" in out.stdout
     assert "sampling (num_workers='auto'): env step" in out.stdout
 
 
@@ -98,6 +98,6 @@ def test_the_trial_runs_the_config_the_driver_resolved_not_one_of_its_own(tmp_pa
                         stop={"training_iteration": 1}, storage_path=str(tmp_path), name="carried", verbose=0)
     (trial,) = analysis.trials
     assert trial.status == "TERMINATED", trial.error
-    assert trial.last_result["sampling_layout"] == "2 rollout actors x 1 envs, async"
+    assert trial.last_result["sampling_layout"] == "2 rollout actors x 1 env, async"
     analysis.close()
 
