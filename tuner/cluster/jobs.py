@@ -128,7 +128,8 @@ class ClusterJobs:
             async for chunk in self._client.tail_job_logs(job_id):
                 write(chunk)
 
-        self._call(lambda: asyncio.run(tail()), f"follow the logs of job {job_id} at")
+        with _quiet("ray.dashboard.modules.job.sdk"):  # its "WebSocket closed" line when the job ends
+            self._call(lambda: asyncio.run(tail()), f"follow the logs of job {job_id} at")
 
 
 @contextlib.contextmanager

@@ -144,6 +144,8 @@ def test_a_submitted_ppo_sweep_finishes_on_the_cluster_and_any_process_sees_it(c
     assert best.returncode == 0 and "episode_return_mean=" in best.stdout, best.stdout + best.stderr
     logs = tuner(workdir, "logs", "ppo")
     assert logs.returncode == 0 and "sweep ppo: 2 trials (2 TERMINATED)" in logs.stdout, logs.stdout + logs.stderr
+    followed = tuner(workdir, "logs", "ppo", "-f")  # to the job's end: its output, and nothing of Ray's
+    assert followed.returncode == 0 and followed.stdout == logs.stdout and followed.stderr == "", followed.stderr
     jobs_before = _job_count(cluster.address)
     again = tuner(workdir, "resume", "ppo", "--submit")
     assert again.returncode == 0 and again.stdout == (
