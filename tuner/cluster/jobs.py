@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -106,9 +108,39 @@ class ClusterJobs:
                     return str(self._call(submit, "submit to"))
                 except ClusterError as exc:
                     # A cluster that has just started has a dashboard before the agent that runs jobs.
-                    if "No available agent" not in str(exc) or time.monotonic() > deadline:
+                    if "No available agent" not in str(exc):
                         raise
+                    failed, why = self._agent_trouble()
+                    if failed or time.monotonic() > deadline:
+                        raise ClusterError(f"{exc}: {why}" if why else f"{exc} (for {AGENT_WAIT_S:g} s)") from None
                 time.sleep(1.0)
+
+    def _agent_trouble(self) -> tuple[bool, str | None]:
+        """(whether the job agent failed for good, why) as its log on the head says, when the
+        head's session folder is on this machine; else where that log is."""
+        try:
+            nodes = self._client._do_request("GET", "/nodes?view=summary").json()["data"]["summary"]
+        except Exception:  # noqa: BLE001 - nothing more to say than Ray's own line
+            return False, None
+        for node in nodes:
+            raylet = node.get("raylet") or {}
+            session = raylet.get("sessionDir")
+            if not session or not raylet.get("isHeadNode", True):
+                continue
+            log = Path(session) / "logs" / "dashboard_agent.log"
+            try:
+                lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-400:]
+            except OSError:
+                return False, f"its job agent is not up; the head node's {log} says why"
+            failed = next((line for line in lines if "failed to bind after" in line), None)
+            tried = next((line for line in reversed(lines) if "Failed to bind to port" in line), None)
+            if failed or tried:
+                port = re.search(r"port #?(\d+)", failed or tried or "")
+                what = f"port {port.group(1)}" if port else "its port"
+                return failed is not None, (
+                    f"the head node's job agent cannot listen on {what}: it is in use by another process ({log}); "
+                    f"start the head with a free --dashboard-agent-listen-port")
+        return False, None
 
     def state(self, job_id: str) -> JobState:
         info = self._call(lambda: self._client.get_job_info(job_id), f"read job {job_id} of")

@@ -65,9 +65,10 @@ class Cluster:
         return left
 
 
-def start_cluster(tmp: Path, cpus: int = 2) -> Cluster:
+def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None) -> Cluster:
     """`ray start --head --block` in a session of its own, from this interpreter's environment
-    (its `python` first on PATH: the Jobs' entrypoints run `python`)."""
+    (its `python` first on PATH: the Jobs' entrypoints run `python`); its job agent listens on
+    ``agent_port`` (default: a free port)."""
     gcs_port = free_port(GCS_PORT)
     dashboard_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
@@ -78,7 +79,7 @@ def start_cluster(tmp: Path, cpus: int = 2) -> Cluster:
     command = [
         str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
-        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={agent_port or free_port()}",
         f"--num-cpus={cpus}", "--disable-usage-stats", f"--temp-dir={temp_dir}",
     ]
     with open(log, "w") as out:

@@ -294,6 +294,32 @@ def test_a_sweep_submitted_to_a_new_sqlite_file_on_this_machine_runs_there(clust
     assert listed.returncode == 0 and "lite " in listed.stdout and "2/2" in listed.stdout, listed.stdout
 
 
+def test_a_head_whose_job_agent_cannot_listen_says_so_at_once(workdir, tmp_path_factory):
+    """The job agent's port is taken: Ray answers "No available agent"; the submission says why
+    (the head's log, read where it is on this machine) as soon as the agent gave up."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    broken = start_cluster(tmp_path_factory.mktemp("broken"), cpus=1, agent_port=port)
+    try:
+        name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "2"))
+        began = time.monotonic()
+        proc = tuner(workdir, "submit", name, "--name", "agentless", "--address", broken.address, timeout=180)
+        took = time.monotonic() - began
+    finally:
+        broken.stop()
+        taken.close()
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+    assert "No available agent" in lines[0] and f"cannot listen on port {port}: it is in use" in lines[0], lines[0]
+    assert "dashboard_agent.log" in lines[0] and "--dashboard-agent-listen-port" in lines[0], lines[0]
+    print(f"said after {took:.1f} s")
+    assert ls_row(workdir, "agentless") == []  # its record was taken back
+
+
 def test_tuner_sweep_joins_a_token_cluster_by_its_address_and_says_when_the_token_is_missing(
     cluster, workdir, tmp_path_factory,
 ):
