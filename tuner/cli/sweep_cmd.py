@@ -104,7 +104,7 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
     """The exit code (or CLIError) for the exception ``tune.run`` raised, being handled now."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from tuner.errors import SweepBusyError, TuneError
+    from tuner.errors import StorageFullError, SweepBusyError, TuneError
     from tuner.ray_session import RayUnreachableError
     from tuner.store import StoreError
 
@@ -123,6 +123,9 @@ def _failed(ref: SweepRef, args: argparse.Namespace) -> int:
         raise CLIError(first_line(exc, ref.url), EXIT_BUSY) from None
     if isinstance(exc, RayUnreachableError):  # its message names the address already
         raise CLIError(first_line(exc), EXIT_FAILED) from None
+    if isinstance(exc, StorageFullError):  # its trials were cut short, not failed
+        raise CLIError(f"{first_line(exc, ref.url)}; `{_command_hint(ref, address=args.address)}` continues it once "
+                       f"there is space", EXIT_FAILED) from None
     if isinstance(exc, StoreError) and ref.spec_file.exists():  # it ran: what is stored so far resumes
         raise CLIError(f"{first_line(exc, ref.url)}; `{_command_hint(ref, address=args.address)}` continues the "
                        f"sweep once the store can be written", EXIT_FAILED) from None

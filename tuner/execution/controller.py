@@ -47,6 +47,7 @@ from tuner.flatten import flat_result
 from tuner.run_options import RunOptions
 from tuner.search.searcher import Searcher
 from tuner.stopper import DictStopper, Stopper
+from tuner.errors import StorageFullError, disk_full_line
 from tuner.store import Store, StoreError
 from tuner.sweep_status import SweepStatus
 from tuner.trainable.checkpoint import Checkpoint
@@ -233,6 +234,7 @@ class Controller(ResourceChanges):
         self._pool.read_cluster_resources(force=True)
         self._callbacks.call("setup", **self._callback_info)
         failed = False
+        ended_by: BaseException | None = None
         try:
             # SIGTERM is taken at the top of a pass, never halfway through recording a decision.
             with signals.deferring():
@@ -250,10 +252,10 @@ class Controller(ResourceChanges):
                 self._warn_silent_trials()
                 self._store.set_experiment_status(self._experiment_id, self._end_status())
         except BaseException as exc:
-            failed = True
+            failed, ended_by = True, exc
             # A store that fails (full, read-only, gone) cut the sweep short: resumable, like a signal.
-            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated, StoreError))
-            self._record_abort(SweepStatus.INTERRUPTED if interrupted else SweepStatus.ERROR)
+            interrupted = isinstance(exc, (KeyboardInterrupt, signals.SweepTerminated, StoreError, StorageFullError))
+            self._record_abort(SweepStatus.INTERRUPTED if interrupted else SweepStatus.ERROR, exc)
             raise
         finally:
             if self._profiler is not None:
@@ -263,11 +265,13 @@ class Controller(ResourceChanges):
                 if self._profiler is not None:
                     self._save_profiles()
                 self._store.flush()
-            except Exception:  # noqa: BLE001 - never raised over the exception that ended the sweep
+            except Exception as exc:  # noqa: BLE001 - never raised over the exception that ended the sweep
                 if not failed:
                     raise
-                logger.warning("could not save the sweep's last writes", exc_info=True)
-            self._callbacks.call("on_experiment_end", self._trials)
+                _after_failure(ended_by, "could not save the sweep's last writes", exc)
+            # ended_by: what cut the sweep short (None: it ran to its end), for callbacks that
+            # would otherwise say again what the sweep's own error says.
+            self._callbacks.call("on_experiment_end", self._trials, ended_by=ended_by)
         return list(self._trials)
 
     def _finished(self) -> bool:
@@ -711,6 +715,10 @@ class Controller(ResourceChanges):
 
     # -- failures --------------------------------------------------------------------------------
     def _on_trial_failure(self, trial: Trial, error: str, actor_died: bool) -> None:
+        full = disk_full_line(error)
+        if full is not None:  # the disk, not the trial: every trial writing there would fail next
+            raise StorageFullError(f"no space left for the files of trial {trial.trial_name} ({full}): the sweep "
+                                   f"stopped, its trials resumable from their last checkpoints")
         trial.num_failures += 1
         trial.error = error
         self._store.update_trial(trial.trial_id, error=trial.error, num_failures=trial.num_failures)
@@ -763,15 +771,15 @@ class Controller(ResourceChanges):
             for trial_id in self._profiler.take_changed():
                 self._store.save_trial_profile(self._experiment_id, trial_id, self._profiler.trial_row(trial_id))
 
-    def _record_abort(self, sweep_status: SweepStatus) -> None:
+    def _record_abort(self, sweep_status: SweepStatus, ended_by: BaseException) -> None:
         """Keep what the sweep has (its results, the trials cut short) on record after an
         exception; a failure here is logged, never raised over the exception that ended the sweep."""
         for step in (self._flush_results, self._abort_running,
                      lambda: self._store.set_experiment_status(self._experiment_id, sweep_status)):
             try:
                 step()
-            except Exception:  # noqa: BLE001 - e.g. the store is what failed
-                logger.warning("while stopping the sweep", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - e.g. the store is what failed
+                _after_failure(ended_by, "while stopping the sweep", exc)
 
     def _abort_running(self) -> None:
         """Stop what runs after an exception (Ctrl-C, SIGTERM, an error in the driver): trials
@@ -783,6 +791,15 @@ class Controller(ResourceChanges):
         self._inflight.clear()
         self._pool.destroy_running()
 
+
+
+def _after_failure(ended_by: BaseException | None, what: str, exc: Exception) -> None:
+    """Say in one line that cleaning up after the exception that ended the sweep failed too;
+    nothing when that exception was the storage's own (the store, a full disk): its line says it."""
+    if isinstance(ended_by, (StoreError, StorageFullError)):
+        logger.debug("%s: %s", what, exc, exc_info=exc)
+        return
+    logger.warning("%s: %s", what, str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
 
 
 def _accepts_keyword(fn: Callable[..., Any], name: str) -> bool:

@@ -32,6 +32,7 @@ and the metrics it declared (rewritten only if something changed).
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import numbers
 import os
@@ -71,6 +72,14 @@ class _Run:
         self.last_step = 0
 
 
+def _storage_failure(exc: BaseException | None) -> bool:
+    """Whether the sweep ended because its storage failed (its own error line says so)."""
+    from tuner.errors import StorageFullError
+    from tuner.store import StoreError
+
+    return isinstance(exc, (StorageFullError, StoreError))
+
+
 class TensorBoardExporter(Callback):
     """Writes the sweep to ``logdir`` for TensorBoard's HParams dashboard (see the module doc).
 
@@ -101,6 +110,7 @@ class TensorBoardExporter(Callback):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # a fresh one at each setup; used while _thread runs
         self._thread: threading.Thread | None = None
         self._ending = threading.Event()
+        self._disk_full: OSError | None = None  # the export stopped on a full disk (said at the end)
 
     # -- tune.Callback hooks: the controller's thread only queues; the export thread writes ---------
     def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
@@ -126,14 +136,19 @@ class TensorBoardExporter(Callback):
         self._submit(self.end_session, trial.trial_name, "failure", time.time())
 
     def on_experiment_end(self, trials: Sequence[Any], **info: Any) -> None:
-        """Waits until everything queued is written, flushed and closed."""
+        """Waits until everything queued is written, flushed and closed; then says why the export
+        stopped early, if it did on a full disk, unless the sweep's own error says so (``ended_by``)."""
         thread, self._thread = self._thread, None
         if thread is None:
             self.close()
-            return
-        self._queue.put(None)
-        self._ending.set()
-        thread.join()
+        else:
+            self._queue.put(None)
+            self._ending.set()
+            thread.join()
+        full, self._disk_full = self._disk_full, None
+        ended_by = info.get("ended_by")
+        if full is not None and not _storage_failure(ended_by):
+            self._say_stopped(full)
 
     def _submit(self, fn: Any, *args: Any) -> None:
         if self._thread is None:  # not set up by a controller: write at once
@@ -192,10 +207,17 @@ class TensorBoardExporter(Callback):
 
     def _stop_export(self, exc: OSError) -> bool:
         """Say once, in one line, that the logdir cannot be written and the export stops (the
-        store still has every result: the logs can be rebuilt from it)."""
+        store still has every result: the logs can be rebuilt from it). A full disk is said at
+        the sweep's end: it most likely ends the sweep too, whose own line then says it."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            self._disk_full = exc
+        else:
+            self._say_stopped(exc)
+        return True
+
+    def _say_stopped(self, exc: OSError) -> None:
         logger.warning("TensorBoard export to %s stopped: %s; tuner.export_tensorboard rebuilds it from the store",
                        self.logdir, exc.strerror or exc)
-        return True
 
     def _abandon_writers(self) -> None:
         """Close the event files without writing what they hold (the logdir takes no writes)."""

@@ -80,7 +80,7 @@ def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None) -> Cl
         str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard_port}",
         f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={agent_port or free_port()}",
-        f"--num-cpus={cpus}", "--disable-usage-stats", f"--temp-dir={temp_dir}",
+        f"--num-cpus={cpus}", "--disable-usage-stats", f"--temp-dir={temp_dir}", "--node-ip-address=127.0.0.1",
     ]
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -153,8 +153,8 @@ def test_a_submitted_ppo_sweep_finishes_on_the_cluster_and_any_process_sees_it(c
     assert _job_count(cluster.address) == jobs_before
 
 
-def _logs(workdir: Path, name: str) -> str:
-    proc = tuner(workdir, "logs", name)
+def _logs(workdir: Path, name: str, *flags: str) -> str:
+    proc = tuner(workdir, "logs", name, *flags)
     return (proc.stdout + proc.stderr)[-3000:]
 
 
@@ -288,7 +288,8 @@ def test_a_sweep_submitted_to_a_new_sqlite_file_on_this_machine_runs_there(clust
     name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "2"))
     proc = tuner(workdir, "submit", name, "--name", "lite", "--address", cluster.address,
                  "--database-url", "sqlite:///lite.db", "--wait")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr + _logs(workdir, "lite", "--database-url",
+                                                                   f"sqlite:///{workdir / 'lite.db'}")
     assert "job SUCCEEDED: sweep lite TERMINATED, 2/2 trials ended" in proc.stdout, proc.stdout
     listed = tuner(workdir, "ls", "--database-url", f"sqlite:///{workdir / 'lite.db'}")
     assert listed.returncode == 0 and "lite " in listed.stdout and "2/2" in listed.stdout, listed.stdout

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.conftest import POSTGRES_URL
-from tests.tuner.cli.conftest import cli, cli_popen
+from tests.tuner.cli.conftest import cli, cli_popen, query_rows
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -184,18 +184,43 @@ def test_a_full_disk_ends_the_sweep_with_one_line_and_resume_finishes_it(tmp_pat
     # trials that write nothing themselves: a checkpoint on a full disk fails its trial (as it should)
     proc, run_dir, release = start_held_sweep(tmp_path, ray_address, "full", storage=small_disk / "results",
                                               trainable="tests.tuner.cli.test_sweep_store_faults:held")
-    filler = small_disk / "filler"
+    filler = _fill(small_disk)
+    out, err = finish(proc, release)
+    assert proc.returncode == 1, out + err
+    line = _one_line(err)  # the store's line alone: the TensorBoard export's full disk is the same cause
+    assert "database or disk is full" in line and "tuner resume full" in line, line
+    filler.unlink()
+    resume_finishes(run_dir, ray_address)
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / "filler"
     with open(filler, "wb", buffering=0) as f:  # every byte left (unbuffered: closing has nothing to write)
         try:
             while f.write(b"\0" * (1 << 16)):
                 pass
         except OSError:
             pass
+    return filler
+
+
+def test_checkpoints_on_a_full_disk_stop_the_sweep_with_one_line_and_no_trial_failed(tmp_path, ray_address,
+                                                                                     small_disk):
+    """Trials whose checkpoints find no space have not failed: the sweep stops with one line, the
+    cause first, its trials INTERRUPTED (as the live display says), and a resume finishes them."""
+    proc, run_dir, release = start_held_sweep(tmp_path, ray_address, "cramped", storage=small_disk / "results")
+    filler = _fill(small_disk)
     out, err = finish(proc, release)
     assert proc.returncode == 1, out + err
-    line = _one_line(err, allowed_before=(f"TensorBoard export to {run_dir / 'tensorboard'} stopped: ",))
-    assert "database or disk is full" in line and "tuner resume full" in line, line
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("tuner: error: no space left for the files of trial checkpointed_"), lines[0]
+    assert "[Errno 28] No space left on device" in lines[0] and "`tuner resume cramped" in lines[0], lines[0]
     filler.unlink()
+    # INTERRUPTED, or RUNNING where the store found no space to say so (a stale heartbeat shows it INTERRUPTED)
+    statuses = query_rows(run_dir / "tuner.db", "SELECT status, num_failures, error FROM trials")
+    assert all(status in ("INTERRUPTED", "RUNNING") and not failures and error is None
+               for status, failures, error in statuses) and len(statuses) == 2, statuses
     resume_finishes(run_dir, ray_address)
 
 
