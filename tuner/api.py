@@ -394,7 +394,7 @@ def _run_sweep(
             run_dir=str(sweep.run_dir), resources_for=sweep.resources_for,
             retry_errored=sweep.options.resume in ("ERRORED_ONLY", "RESTART_ERRORED"),
             restart_errored=sweep.options.resume == "RESTART_ERRORED",
-        ))
+        ), store)
     store.set_experiment_status(experiment_id, SweepStatus.RUNNING)
     with heartbeat.Heartbeat(store, experiment_id):
         return _run_controller(controller, store, experiment_id, profiler)
@@ -554,12 +554,27 @@ def _checkpoint_spec(ckpt: Any) -> dict[str, Any]:
     }
 
 
-def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, sweep: Any) -> None:
-    """A resume: the checkpoint records come back (restarted trials lose theirs), then the trials."""
+def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, sweep: Any, store: Store) -> None:
+    """A resume: the checkpoint records come back (restarted trials lose theirs), then the trials;
+    a trial whose checkpoint on record was deleted from disk falls back to its newest one left."""
     checkpoints.load()
     for trial_id in sweep.restarted:
         checkpoints.forget(trial_id)
+    for trial in sweep.trials:
+        if trial.status == TrialStatus.PENDING and trial.checkpoint_path and not os.path.isdir(trial.checkpoint_path):
+            _fall_back(trial, checkpoints, store)
     controller.adopt(sweep)
+
+
+def _fall_back(trial: Any, checkpoints: CheckpointManager, store: Store) -> None:
+    """A trial to run whose checkpoint on record is gone from disk: it goes on from its newest
+    checkpoint still there (or from scratch), and the user is told which one went missing."""
+    newest = checkpoints.newest(trial.trial_id)
+    then = (f"it goes on from {newest.path} (iteration {newest.iteration}), its newest checkpoint still there"
+            if newest is not None else "no checkpoint of it is left: it starts again from scratch")
+    logger.warning("trial %s: its latest checkpoint %s is missing; %s", trial.trial_name, trial.checkpoint_path, then)
+    trial.checkpoint_path = newest.path if newest is not None else None
+    store.update_trial(trial.trial_id, checkpoint_path=trial.checkpoint_path)
 
 
 def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, Any] | None:

@@ -145,6 +145,11 @@ class CheckpointManager:
             self._delete(record)
         self._latest.pop(trial_id, None)
 
+    def newest(self, trial_id: str) -> CheckpointRecord | None:
+        """The trial's newest checkpoint on record and on disk (None: it has none left)."""
+        kept = [r for r in (self._kept.get(trial_id) or {}).values() if os.path.isdir(r.path)]
+        return max(kept, key=lambda r: (r.timestamp, r.iteration)) if kept else None
+
     def kept(self, trial_id: str) -> list[CheckpointRecord]:
         """The trial's checkpoints on disk, worst to best."""
         return rank_checkpoints(list((self._kept.get(trial_id) or {}).values()), self.score_attribute, self.score_order)
