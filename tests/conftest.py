@@ -50,7 +50,9 @@ def ray_session():
 
     if not ray.is_initialized():
         # address="local": a new instance, even when a `ray start` cluster runs on this machine
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=True)
+        # on loopback: the tests talk to no other address
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=True,
+                 _node_ip_address="127.0.0.1")
     yield ray
     ray.shutdown()
 
