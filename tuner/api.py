@@ -248,7 +248,7 @@ def run_sweep(run_or_experiment: Any, options: RunOptions, *, tuner_state: bytes
     lock, leftovers, store = _open_sweep(sweep)
     started = _Started()
     try:
-        trials = _run_sweep(sweep, store, started, called_at=called_at, tuner_state=tuner_state)
+        trials = _run_sweep(sweep, store, started, lock, called_at=called_at, tuner_state=tuner_state)
     except BaseException as exc:
         leftovers.discard = nothing_to_keep(exc, started.existing, started.experiment_id, started.controller)
         raise
@@ -366,7 +366,7 @@ class _Started:
 
 
 def _run_sweep(
-    sweep: _Sweep, store: Store, started: _Started, *, called_at: float, tuner_state: bytes | None,
+    sweep: _Sweep, store: Store, started: _Started, lock: SweepLock, *, called_at: float, tuner_state: bytes | None,
 ) -> list[Any]:
     """Start Ray, record the sweep in the store, build its controller (adopting the stored trials on
     a resume) and run it; ``started`` follows along for the cleanup of a failure."""
@@ -396,7 +396,7 @@ def _run_sweep(
             restart_errored=sweep.options.resume == "RESTART_ERRORED",
         ), store)
     store.set_experiment_status(experiment_id, SweepStatus.RUNNING)
-    with heartbeat.Heartbeat(store, experiment_id):
+    with heartbeat.Heartbeat(store, experiment_id, lock):
         return _run_controller(controller, store, experiment_id, profiler)
 
 

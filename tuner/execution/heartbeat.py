@@ -11,6 +11,7 @@ few seconds of each other (NTP), far below the margin.
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import socket
 import threading
@@ -20,6 +21,8 @@ from typing import Any, Mapping
 
 from tuner.store import Store
 from tuner.sweep_status import SweepStatus
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["HEARTBEAT_ENV", "Heartbeat", "interval_s", "owner", "shown_status", "stale_after_s"]
 
@@ -68,11 +71,14 @@ def shown_status(experiment: Mapping[str, Any], now: float | None = None) -> str
 
 class Heartbeat:
     """While the block runs, a daemon thread stamps the experiment's heartbeat every
-    :func:`interval_s` seconds (the first at once)."""
+    :func:`interval_s` seconds (the first at once), and keeps the driver's lock on the sweep
+    (``lock.keep()``: a database lock lost with its session, a server restart, is taken again)."""
 
-    def __init__(self, store: Store, experiment_id: int) -> None:
+    def __init__(self, store: Store, experiment_id: int, lock: Any = None) -> None:
         self._store = store
         self._experiment_id = experiment_id
+        self._lock = lock
+        self._lost_said = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="tuner-heartbeat", daemon=True)
 
@@ -89,5 +95,9 @@ class Heartbeat:
         interval = interval_s()
         while True:
             self._store.beat(self._experiment_id)
+            lost = self._lock.keep() if self._lock is not None else None
+            if lost is not None and not self._lost_said:
+                self._lost_said = True
+                logger.error("this driver lost its lock on the sweep (the database ended its session): %s", lost)
             if self._stop.wait(interval):
                 return

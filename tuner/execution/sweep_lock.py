@@ -20,6 +20,7 @@ a stale lock behind and a resume can start at once. A second driver gets a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -127,6 +128,33 @@ class _AdvisoryLock:
             raise _busy(self._name, where, holder or "unknown")
         self._engine, self._conn = engine, conn
 
+    def keep(self) -> str | None:
+        """Check that the lock is still held, and take it again if it went with its session (a
+        server restart ends every session, and their locks with them); None while this driver
+        holds it, else the line saying which driver took the sweep meanwhile. A server that
+        does not answer yet is tried again at the next call."""
+        conn = self._conn
+        if conn is None:
+            return None
+        try:
+            conn.execute(sa.text("SELECT 1"))
+            conn.commit()
+            return None
+        except sa.exc.DBAPIError:
+            pass
+        engine, self._conn, self._engine = self._engine, None, None
+        with contextlib.suppress(Exception):
+            conn.close()
+        if engine is not None:
+            engine.dispose()
+        try:
+            self.acquire()
+        except SweepBusyError as exc:
+            return str(exc)
+        except StoreError:
+            self._conn = conn  # still down: try again next time (its dead connection fails the check again)
+        return None
+
     def holder(self) -> str | None:
         """Who holds the lock now (None: nobody), read from ``pg_locks`` without taking it."""
         where = mask_url(self._url)
@@ -221,6 +249,15 @@ class SweepLock:
     def release(self) -> None:
         while self._held:
             self._held.pop().release()
+
+    def keep(self) -> str | None:
+        """Hold on to the sweep: a database lock lost with its session is taken again; the line
+        naming the driver that took the sweep meanwhile, or None (see ``_AdvisoryLock.keep``)."""
+        for lock in self._held:
+            lost = lock.keep() if hasattr(lock, "keep") else None
+            if lost is not None:
+                return lost
+        return None
 
     def __enter__(self) -> "SweepLock":
         return self.acquire()

@@ -158,3 +158,85 @@ def test_two_drivers_of_one_sweep_in_one_database_run_it_once(shared_url, tmp_pa
             assert conn.execute(sa.text("SELECT count(*) FROM experiments WHERE name = :n"), {"n": name}).scalar() == 1
     finally:
         engine.dispose()
+
+
+def _end_lock_sessions(url: str, name: str) -> int:
+    """End the database sessions that hold sweep ``name``'s advisory lock, as a server restart ends
+    every session; how many were ended."""
+    from tuner.execution.sweep_lock import advisory_key
+
+    admin = sa.create_engine(url)
+    try:
+        with admin.begin() as conn:
+            schema = conn.execute(sa.text("SELECT current_schema()")).scalar() or ""
+            unsigned = advisory_key(schema, name) & 0xFFFFFFFFFFFFFFFF
+            pids = [row[0] for row in conn.execute(sa.text(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+                "AND classid = CAST(:hi AS oid) AND objid = CAST(:lo AS oid)"),
+                {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF})]
+            for pid in pids:
+                conn.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        return len(pids)
+    finally:
+        admin.dispose()
+
+
+def test_a_lock_lost_with_its_session_is_taken_again_and_a_second_driver_still_refused(postgres_url, tmp_path):
+    name = f"restart_{uuid.uuid4().hex[:6]}"
+    lock = SweepLock(postgres_url, name, tmp_path / "a").acquire()
+    try:
+        assert _end_lock_sessions(postgres_url, name) == 1
+        assert lock.keep() is None  # taken again, on a new session
+        with pytest.raises(SweepBusyError):
+            SweepLock(postgres_url, name, tmp_path / "b").acquire()
+        # lost while a second driver took the sweep: this one is told who has it now
+        assert _end_lock_sessions(postgres_url, name) == 1
+        rival = SweepLock(postgres_url, name, tmp_path / "c").acquire()
+        try:
+            lost = lock.keep()
+            assert lost is not None and "is already being run by another driver" in lost, lost
+        finally:
+            rival.release()
+    finally:
+        lock.release()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_sweep_whose_lock_session_ended_keeps_its_sweep(postgres_url, tmp_path, monkeypatch):
+    """The driver's heartbeat takes the lock again: a second driver is refused after the session
+    that held it ended (as at a server restart), while the first sweep runs on."""
+    import threading
+    import time
+
+    from tuner import tune
+
+    monkeypatch.setenv("TUNER_HEARTBEAT_S", "0.2")
+    name = f"beat_{uuid.uuid4().hex[:6]}"
+    outcome: list[object] = []
+
+    def second_driver() -> None:
+        deadline = time.monotonic() + 60
+        while _end_lock_sessions(postgres_url, name) == 0:  # the sweep holds its lock
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # five heartbeats
+        try:
+            SweepLock(postgres_url, name, tmp_path / "other").acquire().release()
+            outcome.append("taken")
+        except SweepBusyError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=second_driver)
+    thread.start()
+
+    def slow(config):
+        for i in range(60):
+            time.sleep(0.05)
+            tune.report({"score": float(i)})
+
+    analysis = tune.run(slow, storage_path=str(tmp_path), name=name, database_url=postgres_url,
+                        resources_per_trial={"cpu": 0.5}, verbose=0)
+    thread.join()
+    assert analysis.trials[0].status == "TERMINATED"
+    assert len(outcome) == 1 and isinstance(outcome[0], SweepBusyError), outcome
+    analysis.close()
