@@ -47,6 +47,7 @@ trial config, and for ours where the sweep's time went (its stored profile, as `
     python benchmarks/slow_sim.py --systems tuner --envs 4 --steps 8000
     python benchmarks/slow_sim.py --quick --systems tuner  # tiny: the smoke test's workload
     python benchmarks/slow_sim.py --systems tuner --env-threads 1   # ours with a process per env
+    python benchmarks/slow_sim.py --systems tuner --env-threads auto  # ours as num_workers="auto" lays it out
 
 The machine may be shared: each system's note gives the 1-minute load average when it started,
 and ``--repeat`` starts each repeat with the next system in turn, so a drift in load does not
@@ -96,9 +97,7 @@ def run_tuner(work: Workload, storage: str) -> tuple[Outcome, Any]:
         "PPO",
         config={
             "env": "tuner/SlowCartPole-v1", "env_config": work.env_config,
-            "num_workers": work.envs // work.env_threads, "num_envs_per_worker": work.env_threads,
-            "sample_async": True, "env_threads": work.env_threads > 1,
-            "num_cpus_per_worker": work.cpus_per_env * work.env_threads, "num_cpus_for_learner": work.learner_cpus,
+            **_layout(work), "num_cpus_for_learner": work.learner_cpus,
             "train_batch_size": work.batch, "minibatch_size": work.minibatch, "num_epochs": work.epochs,
             "gamma": GAMMA, "lambda": GAE_LAMBDA, "clip_param": CLIP,
             # SB3's and RLlib's value loss is vf_coef * mean((v - R)^2), ours (CleanRL's)
@@ -121,9 +120,25 @@ def run_tuner(work: Workload, storage: str) -> tuple[Outcome, Any]:
                                      zip(frame["env_steps_total"], frame["episode_return_mean"])]
     steps = sum(curve[-1][0] for curve in curves.values() if curve)
     bad = [f"{t.trial_id} {t.status}" for t in analysis.trials if t.status != "TERMINATED"]
+    layouts = sorted({str((t.last_result or {}).get("sampling_layout")) for t in analysis.trials})
     ray.shutdown()
+    note = f"trials not terminated: {bad}; " if bad else ""
     return Outcome("tuner (ours)", elapsed, steps, curves, ray_start_s=ray_start,
-                   note=f"trials not terminated: {bad}" if bad else ""), analysis
+                   note=note + f"sampling: {', '.join(layouts)}"), analysis
+
+
+def _layout(work: Workload) -> dict[str, Any]:
+    """Our trials' sampling keys: ``--env-threads K`` actors of K env threads (1: a process per
+    env), or (``--env-threads auto``) what ``num_workers="auto"`` decides from its timing."""
+    if work.env_threads == 0:
+        return {"num_workers": "auto", "num_envs_per_worker": work.envs}
+    return {"num_workers": work.envs // work.env_threads, "num_envs_per_worker": work.env_threads,
+            "sample_async": True, "env_threads": work.env_threads > 1,
+            "num_cpus_per_worker": work.cpus_per_env * work.env_threads}
+
+
+def _env_threads(text: str) -> int:
+    return 0 if text == "auto" else _positive(int, 1)(text)
 
 
 def ours_iterations(analysis: Any, work: Workload, mean_step_s: float) -> str:
@@ -269,9 +284,10 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     p.add_argument("--seeds", type=_positive(int, 1), default=2, help="seeds per lr, drawn from --seed (default 2)")
     p.add_argument("--seed", type=_positive(int, 0), default=0, help="draws the trials' seeds (default 0)")
     p.add_argument("--envs", type=_positive(int, 1), default=8, help="envs per trial, one process each (default 8)")
-    p.add_argument("--env-threads", type=_positive(int, 1), default=None,
+    p.add_argument("--env-threads", type=_env_threads, default=None,
                    help="ours: envs per rollout actor, each streaming in a thread of its own (env_threads=True); "
-                        "default: all of a trial's envs in one actor; 1: a process per env, as the peers")
+                        "default: all of a trial's envs in one actor; 1: a process per env, as the peers; "
+                        "auto: num_workers='auto' decides")
     p.add_argument("--steps", type=_positive(int, 1), default=24_000, help="env steps per trial (default 24000)")
     p.add_argument("--concurrency", type=_positive(int, 1), default=2, help="trials at once (default 2)")
     p.add_argument("--rollout", type=_positive(int, 1), default=256,
@@ -306,7 +322,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Workload, li
     seeds = tuple(int(s) for s in np.random.default_rng(args.seed).choice(100_000, size=args.seeds, replace=False))
     if args.env_threads is None:
         args.env_threads = args.envs
-    if args.envs % args.env_threads:
+    if args.env_threads and args.envs % args.env_threads:
         p.error(f"--env-threads: must divide --envs ({args.envs}), got {args.env_threads}")
     trial_cpus = args.envs * args.cpus_per_env + args.learner_cpus
     ray_cpus = args.ray_cpus if args.ray_cpus is not None else args.concurrency * trial_cpus

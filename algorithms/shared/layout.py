@@ -1,22 +1,27 @@
 """``num_workers="auto"``: where a trainer samples, decided from a short timing of its env.
 
-Two layouts, and the workload that wants each:
+Three layouts, and the workload that wants each:
 
 * **in-process** (``num_workers=0``): the learner steps ``num_envs_per_worker`` envs as one vector
   env between its updates. Right for a fast, even env (CartPole steps in microseconds): shipping a
   fragment to another process costs more than sampling it, and nothing waits on a slow step.
-* **rollout actors, asynchronous** (``num_workers=N``, one env each, ``sample_async=True``): right
-  for a slow or uneven env (a simulator whose step takes milliseconds, sometimes far more). Each
-  actor steps its env without pause (a stream), so a slow step delays only its own env, and
-  sampling goes on while the learner learns.
+* **env threads** (``env_threads=True``, streaming actors of several envs each): right for a
+  simulator whose step mostly waits (a remote or sleeping simulator: CPU time per step far below
+  its wall time). Each env steps in a thread of its own, so a slow step delays only its own env,
+  and one process holds several envs: fewer processes to start and to share the cores with.
+* **rollout actors, one env each** (``num_workers=N``, ``sample_async=True``): right for a slow or
+  uneven env that computes (a CPU-bound simulator): a process per env, each stepping without pause.
 
 The rule: time one env for a moment (``TIMING_S``, random actions); in-process if a train batch
 samples in less than ``IN_PROCESS_BELOW_S`` in one process and the step time is even (its 95th
 percentile within ``EVEN_WITHIN`` times its median, or below ``UNEVEN_ABOVE_S``: a shorter tail is
-the machine's scheduling, not the env); rollout actors otherwise: one per env
-(``num_envs_per_worker`` of them), each asking for the CPU the env used while timed (at least
-``MIN_CPUS_PER_ACTOR``) unless ``num_cpus_per_worker`` is given, as many as the cluster's CPUs
-hold beside the learner. Keys the user gave are never changed.
+the machine's scheduling, not the env). Otherwise, when the env used less than ``WAITS_BELOW`` of
+a CPU while stepped (it waits) and the trainer streams (an on-policy trainer, the keys the user
+gave allowing it): env threads, as few actors as keep each one's CPU use within
+``THREADED_CPUS`` (one process's threads share one interpreter lock), each asking for the CPU its
+envs used while timed. Else one actor per env (``num_envs_per_worker`` of them), each asking for
+the CPU the env used (at least ``MIN_CPUS_PER_ACTOR``) unless ``num_cpus_per_worker`` is given, as
+many as the cluster's CPUs hold beside the learner. Keys the user gave are never changed.
 
 It is decided in the driver before the trial's placement group is made (the group's bundles
 depend on it), as part of the trial's resolved config, which the trial takes with it
@@ -41,6 +46,8 @@ IN_PROCESS_BELOW_S = 0.5
 EVEN_WITHIN = 3.0
 UNEVEN_ABOVE_S = 1e-3  # a tail shorter than this is scheduling noise, not a slow simulator
 MIN_CPUS_PER_ACTOR = 0.05
+WAITS_BELOW = 0.5  # an env that used less of a CPU than this while stepped mostly waits
+THREADED_CPUS = 0.5  # the CPU an actor's env threads may use together (they share one interpreter lock)
 
 _timings: dict[str, "EnvTiming"] = {}
 
@@ -81,30 +88,66 @@ def time_env(env: Any, env_config: Mapping[str, Any]) -> EnvTiming:
                      steps=len(durations))
 
 
-def choose(timing: EnvTiming, config: Mapping[str, Any], given: Mapping[str, Any], cluster_cpus: float) -> dict[str, Any]:
+def choose(timing: EnvTiming, config: Mapping[str, Any], given: Mapping[str, Any], cluster_cpus: float,
+           *, threads_allowed: bool = False) -> dict[str, Any]:
     """The layout keys (``num_workers`` and, for rollout actors, ``num_envs_per_worker``,
-    ``sample_async``, ``num_cpus_per_worker``) for an env timed as ``timing``, and ``reason``: one
-    line on why. ``num_envs_per_worker`` is the trial's number of envs here: in-process they form
-    one vector env, otherwise each gets an actor of its own."""
+    ``sample_async``, ``num_cpus_per_worker``, ``env_threads``) for an env timed as ``timing``, and
+    ``reason``: one line on why. ``num_envs_per_worker`` is the trial's number of envs here:
+    in-process they form one vector env, otherwise they are spread over the actors.
+    ``threads_allowed``: the trainer streams on-policy (env threads are open to it)."""
     batch_s = config["train_batch_size"] * timing.mean_s
     even = timing.p95_s <= max(EVEN_WITHIN * timing.median_s, UNEVEN_ABOVE_S)
     measured = f"env step {timing.mean_s * 1e3:.3g} ms mean, {timing.p95_s * 1e3:.3g} ms p95"
     if batch_s < IN_PROCESS_BELOW_S and even:
         return {"num_workers": 0, "reason": f"{measured}: a train batch samples in {batch_s:.2g} s in the learner"}
+    envs = int(config["num_envs_per_worker"])
+    why = f"{measured} ({'uneven' if not even else 'slow'}: a train batch would take {batch_s:.2g} s in one process)"
+    threads_allowed = threads_allowed and given.get("env_threads") is not False and \
+        given.get("sample_async", True) is True and given.get("max_requests_in_flight_per_worker") is None
+    if threads_allowed and timing.cpu_share < WAITS_BELOW and envs > 1:
+        return _threaded(timing, envs, given, why)
     cpus = given.get("num_cpus_per_worker")
     if cpus is None:
-        cpus = max(MIN_CPUS_PER_ACTOR, math.ceil(timing.cpu_share * 20) / 20)
+        cpus = _cpus(timing.cpu_share)
     room = max(cluster_cpus - float(config["num_cpus_for_learner"]), 0.0)
-    envs = int(config["num_envs_per_worker"])
     actors = max(1, min(envs, int(room / cpus + 1e-9) if cpus > 0 else envs))
     return {
         "num_workers": actors,
         "num_envs_per_worker": 1,
         "sample_async": given.get("sample_async", True),
         "num_cpus_per_worker": cpus,
-        "reason": f"{measured} ({'uneven' if not even else 'slow'}: a train batch would take {batch_s:.2g} s in "
-                  f"one process): {actors} rollout actors of 1 env, {cpus:g} CPU each",
+        "reason": f"{why}: {plural(actors, 'rollout actor')} of 1 env, {cpus:g} CPU each",
     }
+
+
+def _threaded(timing: EnvTiming, envs: int, given: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """Env threads: the fewest actors (a divisor of ``envs``) whose envs together use at most
+    ``THREADED_CPUS`` of a CPU each."""
+    per_actor = next(k for k in range(envs, 0, -1) if envs % k == 0 and
+                     (k * timing.cpu_share <= THREADED_CPUS or k == 1))
+    actors = envs // per_actor
+    cpus = given.get("num_cpus_per_worker")
+    if cpus is None:
+        cpus = _cpus(per_actor * timing.cpu_share)
+    return {
+        "num_workers": actors,
+        "num_envs_per_worker": per_actor,
+        "sample_async": True,
+        "env_threads": True,
+        "num_cpus_per_worker": cpus,
+        "reason": f"{why}, and it waits: {timing.cpu_share:.0%} of its step on the CPU: {plural(actors, 'rollout actor')} "
+                  f"of {plural(per_actor, 'env')}, each env in a thread of its own, {cpus:g} CPU each",
+    }
+
+
+def _cpus(share: float) -> float:
+    """The CPU an actor asks for: what its envs used, in twentieths, at least ``MIN_CPUS_PER_ACTOR``."""
+    return max(MIN_CPUS_PER_ACTOR, math.ceil(share * 20 - 1e-9) / 20)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 env``, ``8 envs``."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _key(config: Mapping[str, Any]) -> str:
@@ -116,9 +159,9 @@ def _key(config: Mapping[str, Any]) -> str:
     return hashlib.sha1(json.dumps(parts, default=repr).encode()).hexdigest()
 
 
-def resolve(config: dict[str, Any], given: Mapping[str, Any]) -> str:
+def resolve(config: dict[str, Any], given: Mapping[str, Any], *, threads_allowed: bool = False) -> str:
     """Replace ``num_workers="auto"`` in ``config`` by a layout (see the module's doc); returns the
-    reason."""
+    reason. ``threads_allowed``: the trainer may stream with env threads (on-policy)."""
     import ray
 
     timing_key = _key(config)
@@ -130,6 +173,6 @@ def resolve(config: dict[str, Any], given: Mapping[str, Any]) -> str:
         env = trial_env(config["env"], config["env_config"], config.get("preprocessing"))
         timing = _timings[timing_key] = time_env(env, config["env_config"])
     cpus = float(ray.cluster_resources().get("CPU", 1.0)) if ray.is_initialized() else 1.0
-    decision = choose(timing, config, given, cpus)
+    decision = choose(timing, config, given, cpus, threads_allowed=threads_allowed)
     config.update({name: value for name, value in decision.items() if name != "reason"})
     return str(decision["reason"])

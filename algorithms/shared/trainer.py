@@ -112,16 +112,13 @@ LAYOUT_REASON = "_layout_reason"
 
 def sampling_layout(config: Mapping[str, Any]) -> str:
     """Where a trainer with this resolved config samples, in a few words."""
-    envs = _plural(config["num_envs_per_worker"], "env")
+    envs = layout.plural(config["num_envs_per_worker"], "env")
     if config["num_workers"] == 0:
         return f"in the learner: {envs}"
     requests = config["max_requests_in_flight_per_worker"]
     mode = "sync" if not config["sample_async"] else "async" if requests is None else f"async, {requests} requests queued"
-    return f"{_plural(config['num_workers'], 'rollout actor')} x {envs}, {mode}"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")
+    threads = " in threads" if config.get("env_threads") else ""
+    return f"{layout.plural(config['num_workers'], 'rollout actor')} x {envs}{threads}, {mode}"
 
 
 def check(ok: bool, key: str, message: str, value: Any) -> None:
@@ -177,7 +174,7 @@ class DistributedTrainer(Trainable):
         resolve_model(resolved, given, cls._model_shorthands, cls._model_defaults)
         check_learner_keys(resolved)
         if resolved["num_workers"] == "auto":
-            resolved[LAYOUT_REASON] = layout.resolve(resolved, given)
+            resolved[LAYOUT_REASON] = layout.resolve(resolved, given, threads_allowed=cls.bounded_streams)
         cls.validate_algorithm_config(resolved, given)
         return resolved
 

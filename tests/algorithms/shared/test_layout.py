@@ -32,6 +32,20 @@ def test_a_slow_env_gets_one_asynchronous_actor_per_env_sized_by_its_cpu_use():
     assert cpu_bound["num_workers"] == 3 and cpu_bound["num_cpus_per_worker"] == 1.0  # 4 CPUs: 1 learner + 3
 
 
+def test_a_waiting_env_of_a_streaming_trainer_gets_env_threads_in_as_few_actors_as_its_cpu_use_allows():
+    waits = choose(_timing(6.0, p95_ms=100.0, cpu_share=0.05), BASE, {}, cluster_cpus=2, threads_allowed=True)
+    assert waits == {**waits, "num_workers": 1, "num_envs_per_worker": 8, "env_threads": True, "sample_async": True,
+                     "num_cpus_per_worker": 0.4}
+    assert "it waits: 5% of its step on the CPU: 1 rollout actor of 8 envs, each env in a thread" in waits["reason"]
+    busier = choose(_timing(6.0, cpu_share=0.2), BASE, {}, cluster_cpus=8, threads_allowed=True)
+    assert (busier["num_workers"], busier["num_envs_per_worker"], busier["num_cpus_per_worker"]) == (4, 2, 0.4)
+    for given, allowed in (({}, False), ({"env_threads": False}, True), ({"sample_async": False}, True)):
+        kept = choose(_timing(6.0, cpu_share=0.05), BASE, given, cluster_cpus=2, threads_allowed=allowed)
+        assert "env_threads" not in kept and kept["num_envs_per_worker"] == 1, (given, kept)
+    computes = choose(_timing(6.0, cpu_share=0.9), BASE, {}, cluster_cpus=4, threads_allowed=True)
+    assert "env_threads" not in computes and computes["num_workers"] == 3
+
+
 def test_an_uneven_env_gets_actors_even_when_its_mean_is_small():
     decision = choose(_timing(0.1, p95_ms=5.0, cpu_share=0.5), BASE, {}, cluster_cpus=16)
     assert decision["num_workers"] == 8 and "uneven" in decision["reason"]
@@ -49,8 +63,12 @@ def test_auto_resolves_cartpole_in_process_and_the_slow_simulator_to_actors():
     fast = PPO.resolve_config({"env": "CartPole-v1", "num_workers": "auto"})
     assert fast["num_workers"] == 0
     slow = PPO.resolve_config({"env": "tuner/SlowCartPole-v1", "num_workers": "auto", "num_envs_per_worker": 4})
-    assert slow["num_workers"] == 4 and slow["num_envs_per_worker"] == 1 and slow["sample_async"] is True
-    assert "rollout actors" in slow["_layout_reason"]
+    assert slow["num_workers"] == 1 and slow["num_envs_per_worker"] == 4 and slow["env_threads"] is True
+    assert slow["sample_async"] is True and "it waits" in slow["_layout_reason"]
+    from algorithms import DQN
+
+    off_policy = DQN.resolve_config({"env": "tuner/SlowCartPole-v1", "num_workers": "auto", "num_envs_per_worker": 4})
+    assert off_policy["num_workers"] == 4 and off_policy["num_envs_per_worker"] == 1  # no env threads off-policy
 
 
 def test_a_bad_num_workers_names_the_key():
@@ -70,12 +88,12 @@ def test_a_trial_runs_the_layout_the_driver_chose_and_tuner_show_says_why(tmp_pa
                             "minibatch_size": 512, "num_epochs": 1, "seed": 0},
              stop={"training_iteration": 1}, storage_path=str(tmp_path), name="shown", verbose=0)
     (trial,) = analysis.trials  # its placement group had the bundles the driver's layout asked for
-    assert trial.status == "TERMINATED" and trial.last_result["sampling_layout"] == "2 rollout actors x 1 env, async"
+    assert trial.status == "TERMINATED" and trial.last_result["sampling_layout"] == "1 rollout actor x 2 envs in threads, async"
     analysis.close()
     out = subprocess.run([sys.executable, "-m", "tuner.cli", "show", "shown", "--storage-path", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "SAMPLING" in out.stdout and "2 rollout actors x 1 env, async" in out.stdout
+    assert "SAMPLING" in out.stdout and "1 rollout actor x 2 envs in threads, async" in out.stdout
     assert "sampling (num_workers='auto'): env step" in out.stdout
 
 
@@ -98,6 +116,6 @@ def test_the_trial_runs_the_config_the_driver_resolved_not_one_of_its_own(tmp_pa
                         stop={"training_iteration": 1}, storage_path=str(tmp_path), name="carried", verbose=0)
     (trial,) = analysis.trials
     assert trial.status == "TERMINATED", trial.error
-    assert trial.last_result["sampling_layout"] == "2 rollout actors x 1 env, async"
+    assert trial.last_result["sampling_layout"] == "1 rollout actor x 2 envs in threads, async"
     analysis.close()
 
