@@ -257,8 +257,11 @@ def test_reset_config_of_a_user_module_changes_lr_in_place_and_the_model_needs_a
 
 
 def test_pbt_exploits_between_trials_with_a_user_module(ray_session, tmp_path):
+    # synch: the whole population meets at each perturbation point, so the bottom half exploits
+    # the top half however the machine's load spreads the trials out (asynchronous PBT may find
+    # no live donor with a checkpoint when some trials ran far ahead)
     scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
-                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]}, seed=0)
+                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]}, seed=0, synch=True)
     analysis = tune.run(
         "PPO",
         config={"env": "CartPole-v1", "model": make_my_model, "seed": tune.grid_search([0, 1]),
