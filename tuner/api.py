@@ -35,7 +35,7 @@ from tuner.run_options import RunOptions
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.sendable import check_config_values, check_trainable_sendable
-from tuner.storage_path import check_storage_path
+from tuner.storage import Storage, open_storage
 from tuner.stopper import Stopper, to_stopper
 from tuner.store import Store, default_database_url, mask_url
 from tuner.sweep_status import SweepStatus
@@ -96,14 +96,18 @@ def _resources_for(trainable_cls: type[Trainable], resources_per_trial: Any) -> 
     return per_config
 
 
-def _check_can_run(options: RunOptions) -> None:
+def _check_can_run(options: RunOptions) -> Storage:
     """Raise one clear error, before anything is written, when the sweep could not be stored where
-    it is asked to (``storage_path``, ``tensorboard_dir``) or the Ray it is to join does not answer."""
+    it is asked to (``storage_path``, ``tensorboard_dir``) or the Ray it is to join does not answer;
+    the sweep's storage (an object store is asked whether it answers, nothing is written there)."""
     storage_path, name, tensorboard_dir = options.storage_path, options.name, options.tensorboard_dir
     if storage_path is not None and (not isinstance(storage_path, (str, os.PathLike)) or not os.fspath(storage_path)):
         raise ValueError(f"storage_path must be a path (str or os.PathLike) or None, got {storage_path!r}")
-    check_storage_path(storage_path)
-    root = Path(storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute()
+    if options.storage_filesystem is not None and storage_path is None:
+        raise ValueError("storage_filesystem: give storage_path too (the folder in that filesystem)")
+    storage = open_storage(storage_path or DEFAULT_STORAGE_PATH, options.storage_filesystem)
+    storage.check()
+    root = local_root(storage)
     check_writable_dir(root, "storage_path")
     if isinstance(name, str):
         run_dir = root / name
@@ -114,6 +118,16 @@ def _check_can_run(options: RunOptions) -> None:
     if options.tensorboard and tensorboard_dir is not None:
         check_writable_dir(Path(tensorboard_dir).expanduser().absolute(), "tensorboard_dir")
     check_ray_address()
+    return storage
+
+
+def local_root(storage: Storage) -> Path:
+    """The folder of this machine that holds a sweep's run directory (its SQLite store, its
+    TensorBoard logs, its spec): the storage folder itself, or, for object storage (where the
+    checkpoints go), ``$TUNER_STORAGE_PATH`` or ``~/tuner_results``."""
+    if storage.is_local:
+        return Path(storage.root)
+    return Path(os.environ.get("TUNER_STORAGE_PATH") or DEFAULT_STORAGE_PATH).expanduser().absolute()
 
 
 def _hparam_domains(config: Mapping[str, Any], searcher: Searcher) -> list[dict[str, Any]]:
@@ -172,6 +186,7 @@ def run(
     checkpoint_freq: int = 0,
     checkpoint_at_end: bool = False,
     storage_path: str | os.PathLike[str] | None = None,
+    storage_filesystem: Any = None,
     database_url: str | None = None,
     name: str | None = None,
     seed: int | None = None,
@@ -194,6 +209,11 @@ def run(
 
     Trials run concurrently as Ray actors, one placement group each; every result is stored in
     SQL (a SQLite file in ``storage_path/name`` unless ``database_url`` names another database).
+    ``storage_path`` is a folder (local, NFS) or an object store's URI (``s3://bucket/prefix``,
+    ``gs://...``; ``storage_filesystem``: any pyarrow or fsspec filesystem it is a folder of): each
+    trial's node writes its checkpoints straight there and any node reads them back; the sweep's
+    SQLite store and TensorBoard logs then stay on this machine, in ``$TUNER_STORAGE_PATH`` or
+    ``~/tuner_results``.
     ``resume=True`` continues the stored sweep of that name (finished trials are kept, interrupted
     ones restart from their last checkpoint, the searcher and scheduler go on from their stored
     state); ``"ERRORED_ONLY"`` also retries the trials that failed (from their last checkpoint),
@@ -285,6 +305,7 @@ class _Sweep:
     tb_dir: Path | None  # None: no TensorBoard export
     url: str
     hparam_domains: list[dict[str, Any]]
+    storage: Storage  # where the checkpoints go: the folder holding run_dir, or an object store
 
     @property
     def name(self) -> str:
@@ -311,7 +332,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     validate_arguments(trainable_cls, options)
     check_config_values(config)
     check_trainable_sendable(trainable_cls, run_or_experiment)
-    _check_can_run(options)
+    storage = _check_can_run(options)
     check_fail_fast(options.fail_fast, options.max_failures)
     if options.reuse_actors is not None and not isinstance(options.reuse_actors, bool):
         raise ValueError(f"reuse_actors must be True, False or None, got {options.reuse_actors!r}")
@@ -324,7 +345,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     scheduler, searcher, innermost, max_trials = _prepare_search(options)
     planned = max_trials if max_trials is not None else _grid_total(innermost)
     name = options.name or default_sweep_name(trainable_cls.__name__)
-    run_dir = Path(options.storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name
+    run_dir = local_root(storage) / name
     tb_dir = (Path(options.tensorboard_dir).expanduser().absolute() if options.tensorboard_dir is not None
               else run_dir / "tensorboard")
     hparam_domains = _hparam_domains(config, innermost)
@@ -335,7 +356,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
         options=replace(options, name=name, resume=resume), trainable_cls=trainable_cls, scheduler=scheduler,
         searcher=searcher, max_trials=max_trials, planned_trials=planned, stopper=stopper, resources_for=resources_for, ckpt=ckpt,
         namer=namer, callbacks=callback_list, reporter=reporter, run_dir=run_dir,
-        tb_dir=tb_dir if options.tensorboard else None, url=url, hparam_domains=hparam_domains,
+        tb_dir=tb_dir if options.tensorboard else None, url=url, hparam_domains=hparam_domains, storage=storage,
     )
 
 
@@ -380,7 +401,7 @@ def _run_sweep(
     started.experiment_id = experiment_id = _record_experiment(sweep, store, existing, tuner_state)
     checkpoints = CheckpointManager(
         store, experiment_id, str(sweep.run_dir), num_to_keep=sweep.ckpt.num_to_keep,
-        score_attribute=sweep.ckpt.score_attribute, score_order=sweep.ckpt.score_order,
+        score_attribute=sweep.ckpt.score_attribute, score_order=sweep.ckpt.score_order, storage=sweep.storage,
     )
     profiler = SweepProfiler(
         total_cpus=float(ray.cluster_resources().get("CPU", 0.0)), called_at=called_at, ray_start_s=ray_start_s,
@@ -446,7 +467,7 @@ def _build_controller(
         scheduler=sweep.scheduler, stopper=sweep.stopper, resources_for=sweep.resources_for, options=sweep.options,
         max_trials=sweep.max_trials, reporter=sweep.reporter, callbacks=sweep.callbacks,
         callback_info=_callback_info(sweep, experiment_id, resumed=resumed),
-        checkpoint_manager=checkpoints, trial_namer=sweep.namer,
+        checkpoint_manager=checkpoints, trial_namer=sweep.namer, storage=sweep.storage,
     )
 
 
@@ -484,6 +505,7 @@ def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
         "fail_fast": sweep.options.fail_fast,
         "seed": sweep.options.seed,
         "run_dir": str(sweep.run_dir),
+        "storage": sweep.storage.root,
         "database_url": mask_url(sweep.url),
         "hparam_domains": sweep.hparam_domains,
         "tensorboard_dir": str(sweep.tb_dir) if sweep.tb_dir is not None else None,
@@ -561,7 +583,7 @@ def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, 
     for trial_id in sweep.restarted:
         checkpoints.forget(trial_id)
     for trial in sweep.trials:
-        if trial.status == TrialStatus.PENDING and trial.checkpoint_path and not os.path.isdir(trial.checkpoint_path):
+        if trial.status == TrialStatus.PENDING and trial.checkpoint_path and not checkpoints.present(trial.checkpoint_path):
             _fall_back(trial, checkpoints, store)
     controller.adopt(sweep)
 

@@ -43,6 +43,7 @@ class RunOptions:
     checkpoint_freq: int = 0
     checkpoint_at_end: bool = False
     storage_path: str | os.PathLike[str] | None = None
+    storage_filesystem: Any = None  # a pyarrow.fs or fsspec filesystem that storage_path is a folder of
     database_url: str | None = None
     name: str | None = None
     seed: int | None = None

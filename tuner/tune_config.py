@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 from schedulers.validation import check_int, is_number
 from tuner.stopper import to_stopper
-from tuner.storage_path import check_storage_path
+from tuner.storage import check_storage_path
 
 
 class ConfigError(ValueError, TypeError):
@@ -201,6 +201,7 @@ class RunConfig:
 
     name: str | None = None
     storage_path: str | os.PathLike[str] | None = None
+    storage_filesystem: Any = dataclasses.field(default=None, repr=False)  # a pyarrow.fs or fsspec filesystem
     failure_config: FailureConfig | None = None
     checkpoint_config: CheckpointConfig | None = None
     verbose: int | None = None
@@ -225,7 +226,7 @@ class RunConfig:
         if self.storage_path is not None and not isinstance(self.storage_path, (str, os.PathLike)):
             raise ConfigError(f"{owner}.storage_path must be a path or None, got {self.storage_path!r}")
         try:
-            check_storage_path(self.storage_path, f"{owner}.storage_path")
+            check_storage_path(self.storage_path, f"{owner}.storage_path", self.storage_filesystem)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         try:

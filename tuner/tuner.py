@@ -76,11 +76,12 @@ class Tuner:
         the trials, keeps what they stored, says how to continue and returns the results so far,
         as Ray Tune does.
         """
-        from tuner.api import DEFAULT_STORAGE_PATH, resolve_trainable
+        from tuner.api import DEFAULT_STORAGE_PATH, local_root, resolve_trainable
+        from tuner.storage import open_storage
 
         rc = self._run_config
         name = rc.name or default_sweep_name(resolve_trainable(self._trainable).__name__)
-        path = str(Path(rc.storage_path or DEFAULT_STORAGE_PATH).expanduser().absolute() / name)
+        path = str(local_root(open_storage(rc.storage_path or DEFAULT_STORAGE_PATH, rc.storage_filesystem)) / name)
         try:
             analysis = self._run(name)
         except KeyboardInterrupt as interrupt:
@@ -115,6 +116,7 @@ class Tuner:
             fail_fast=rc.failure_config.fail_fast,
             checkpoint_config=rc.checkpoint_config,
             storage_path=rc.storage_path,
+            storage_filesystem=rc.storage_filesystem,
             database_url=rc.database_url,
             name=name,
             verbose=1 if rc.verbose is None else rc.verbose,

@@ -51,7 +51,7 @@ from tuner.cli.checks import (
 from tuner.cli.errors import SpecError
 from tuner.cli.overrides import apply_overrides
 from tuner.cli.paths import default_storage_path
-from tuner.storage_path import check_storage_path
+from tuner.storage import check_storage_path, is_uri
 from tuner.cli.space import parse_space, searched_keys
 from tuner.cli.yaml_io import load_spec_file
 from tuner.tune_config import SWEEP_NAME_RULE, default_sweep_name, is_sweep_name
@@ -83,6 +83,9 @@ class SweepSpec:
 
     @property
     def run_dir(self) -> Path:
+        """The sweep's folder on this machine (with object storage, where its store and logs stay)."""
+        if is_uri(self.storage_path):
+            return Path(default_storage_path()).expanduser().absolute() / self.name
         return Path(self.storage_path).expanduser().absolute() / self.name
 
     @property

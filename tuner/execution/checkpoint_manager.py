@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 from tuner.flatten import flatten_dict
+from tuner.storage import Storage, is_uri
+from tuner.storage.checkpoints import storage_of
 from tuner.store import Store
 
 logger = logging.getLogger(__name__)
@@ -84,10 +86,13 @@ class CheckpointManager:
         num_to_keep: int | None = None,
         score_attribute: str | None = None,
         score_order: str = "max",
+        storage: Storage | None = None,
     ) -> None:
         self._store = store
         self._experiment_id = experiment_id
         self._run_dir = Path(run_dir).absolute()
+        # The sweep's object storage, where its checkpoints are (None: its folder, run_dir).
+        self._storage = storage if storage is not None and not storage.is_local else None
         self.num_to_keep = num_to_keep
         self.score_attribute = score_attribute
         self.score_order = score_order
@@ -103,7 +108,7 @@ class CheckpointManager:
                 trial_id=row["trial_id"], path=row["path"], iteration=int(row["iteration"]),
                 metrics=row["metrics"] or {}, timestamp=float(row["timestamp"]),
             )
-            if not os.path.isdir(record.path):  # deleted by a driver that died before recording it
+            if not self.present(record.path):  # deleted by a driver that died before recording it
                 self._write(record, deleted_at=time.time())
                 continue
             self._kept.setdefault(record.trial_id, {})[record.path] = record
@@ -147,7 +152,7 @@ class CheckpointManager:
 
     def newest(self, trial_id: str) -> CheckpointRecord | None:
         """The trial's newest checkpoint on record and on disk (None: it has none left)."""
-        kept = [r for r in (self._kept.get(trial_id) or {}).values() if os.path.isdir(r.path)]
+        kept = [r for r in (self._kept.get(trial_id) or {}).values() if self.present(r.path)]
         return max(kept, key=lambda r: (r.timestamp, r.iteration)) if kept else None
 
     def kept(self, trial_id: str) -> list[CheckpointRecord]:
@@ -168,15 +173,33 @@ class CheckpointManager:
             if record.path not in busy:
                 self._delete(record)
 
+    def present(self, path: str) -> bool:
+        """Whether the checkpoint recorded as ``path`` is still there (on disk, or in the object store)."""
+        if is_uri(path):
+            try:
+                return storage_of(path, self._storage).exists(path)
+            except (OSError, ValueError):
+                return False
+        return os.path.isdir(path)
+
     def _delete(self, record: CheckpointRecord) -> None:
         self._kept.get(record.trial_id, {}).pop(record.path, None)
-        path = Path(record.path).absolute()
-        if self._run_dir not in path.parents:  # never delete what the sweep did not write
-            logger.warning("checkpoint %s is outside the sweep's directory %s: left in place", path, self._run_dir)
+        if is_uri(record.path):
+            owned = self._storage is not None and self._storage.owns(record.path)
+        else:
+            owned = self._run_dir in Path(record.path).absolute().parents
+        if not owned:  # never delete what the sweep did not write
+            logger.warning("checkpoint %s is outside the sweep's storage: left in place", record.path)
             return
         record.deleted_at = time.time()
         self._write(record, deleted_at=record.deleted_at)  # on record first: a resume skips it
-        shutil.rmtree(path, ignore_errors=True)
+        if self._storage is not None and is_uri(record.path):
+            try:
+                self._storage.delete(record.path)
+            except OSError as exc:
+                logger.warning("could not delete checkpoint %s: %s", record.path, exc)
+        else:
+            shutil.rmtree(Path(record.path).absolute(), ignore_errors=True)
 
     def _write(self, record: CheckpointRecord, deleted_at: float | None = None) -> None:
         self._store.record_checkpoint(

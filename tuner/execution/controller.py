@@ -16,9 +16,11 @@ its own, in ``resource_changes``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import logging
 import numbers
+import os
 import time
 import uuid
 from typing import Any, Callable, Mapping
@@ -48,6 +50,7 @@ from tuner.run_options import RunOptions
 from tuner.search.searcher import Searcher
 from tuner.stopper import DictStopper, Stopper
 from tuner.errors import StorageFullError, disk_full_line
+from tuner.storage import Storage
 from tuner.store import Store, StoreError
 from tuner.sweep_status import SweepStatus
 from tuner.trainable.checkpoint import Checkpoint
@@ -97,12 +100,15 @@ class Controller(ResourceChanges):
         trial_namer: TrialNamer | None = None,
         profiler: SweepProfiler | None = None,
         backend: Backend | None = None,
+        storage: Storage | None = None,
     ) -> None:
         self._trainable_cls = trainable_cls
         self._is_function = issubclass(trainable_cls, FunctionTrainable)
         self._experiment_id = experiment_id
         self._experiment_name = experiment_name
         self._run_dir = run_dir
+        # The sweep's object storage, where trials put their checkpoints (None: the run directory).
+        self._storage = storage if storage is not None and not storage.is_local else None
         self._store = store
         self._searcher = searcher
         self._scheduler = scheduler
@@ -395,7 +401,11 @@ class Controller(ResourceChanges):
         held = self._prepared.get(trial.trial_id)
         if held is None or held[0] is not trial.config:
             held = self._prepared[trial.trial_id] = (trial.config, self._trainable_cls.prepare_trial(trial.config))
-        return trial.info(prepared=held[1])
+        info = trial.info(prepared=held[1])
+        if self._storage is None:
+            return info
+        folder = self._storage.join(self._experiment_name, os.path.basename(trial.trial_dir))
+        return dataclasses.replace(info, storage=self._storage, storage_dir=folder)
 
     def _start_trial(self, trial: Trial) -> bool:
         if not self._can_start_more():

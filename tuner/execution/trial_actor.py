@@ -10,6 +10,7 @@ from typing import Any
 
 from tuner.execution.packed_call import unpack
 from tuner.execution.protocol import ActorTiming, Report, RunReply
+from tuner.storage.checkpoints import fetch_checkpoint, publish_checkpoint
 from tuner.trainable.checkpoint import persist_checkpoint
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
@@ -75,7 +76,7 @@ class TrialActor:
         try:
             self._trainable = trainable_cls(config, trial_info=info)
             if checkpoint_path:
-                self._trainable.restore(checkpoint_path)
+                self._trainable.restore(fetch_checkpoint(checkpoint_path, info))
                 if reapply_config:
                     self._trainable.reset_config(dict(config))
                 if progress is not None:
@@ -167,7 +168,7 @@ class TrialActor:
             raise TrialError("exploit() called with no running trainable")
         iteration, time_total = self._trainable.progress()
         try:
-            self._trainable.restore(checkpoint_path)
+            self._trainable.restore(fetch_checkpoint(checkpoint_path, info))
             self._trainable.set_trial_info(info)  # what the driver prepared for the new config
             in_place = bool(self._trainable.reset_config(dict(config)))
             if in_place:
@@ -231,6 +232,7 @@ class TrialActor:
         assert self._trainable is not None and self._info is not None
         path = persist_checkpoint(reported, self._info.trial_dir, result.get("training_iteration", 0))
         self._trainable.write_metadata(path)
+        path = publish_checkpoint(path, self._info)
         self._trainable.note_checkpoint(path)
         return path
 
@@ -251,7 +253,7 @@ class TrialActor:
         path = self._trainable.save(target)
         if os.path.abspath(path) != os.path.abspath(target):
             path = persist_checkpoint(path, self._info.trial_dir, self._trainable.iteration)
-        return path
+        return publish_checkpoint(path, self._info)
 
     def stop(self) -> None:
         """Clean up the current trainable; the actor stays, ready for another trial."""

@@ -1,4 +1,5 @@
-"""A checkpoint is a directory on storage that a trial can be restored from."""
+"""A checkpoint is a directory on storage that a trial can be restored from: a folder of this
+machine, or a folder of the sweep's object storage (its ``path`` is then a URI)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ class Checkpoint:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = str(Path(path).expanduser().absolute())
+        from tuner.storage import is_uri
+
+        self.path = path if isinstance(path, str) and is_uri(path) else str(Path(path).expanduser().absolute())
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str]) -> "Checkpoint":
@@ -33,15 +36,31 @@ class Checkpoint:
 
     def to_directory(self, path: str | os.PathLike[str] | None = None) -> str:
         """Copy the checkpoint's files into ``path`` (a new temporary directory by default)."""
+        from tuner.storage import is_uri
+        from tuner.storage.checkpoints import storage_of
+
         dest = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="checkpoint_"))
         dest.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(self.path, dest, dirs_exist_ok=True)
+        if is_uri(self.path):  # in an object store: downloaded
+            storage_of(self.path).download(self.path, str(dest))
+        else:
+            shutil.copytree(self.path, dest, dirs_exist_ok=True)
         return str(dest)
 
     @contextlib.contextmanager
     def as_directory(self) -> Iterator[str]:
-        """Yield a local directory holding the checkpoint's files (the checkpoint's own, on local storage)."""
-        yield self.path
+        """Yield a local directory holding the checkpoint's files (the checkpoint's own on local
+        storage; a temporary copy, removed afterwards, of one in an object store)."""
+        from tuner.storage import is_uri
+
+        if not is_uri(self.path):
+            yield self.path
+            return
+        local = self.to_directory()
+        try:
+            yield local
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Checkpoint) and other.path == self.path

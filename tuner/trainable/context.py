@@ -18,6 +18,10 @@ class TrialInfo:
     resources: tuple[dict[str, float], ...] = ()
     #: What the trainable's ``prepare_trial`` worked out in the driver for this trial's config.
     prepared: Any = dataclasses.field(default=None, repr=False, compare=False)
+    #: The sweep's object storage (a :class:`tuner.storage.Storage`) and the trial's folder there
+    #: (a URI), where its checkpoints go from this node; None: the sweep's storage is a folder.
+    storage: Any = dataclasses.field(default=None, repr=False, compare=False)
+    storage_dir: str | None = None
 
 
 class TrainContext:

@@ -1,0 +1,95 @@
+"""A sweep whose storage_path is an object store (a real S3 server, SeaweedFS): each trial's
+node writes its checkpoints there, and restores, restarts and retention go through it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.fs as pafs
+import pytest
+
+from tuner import tune
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def counting(config):
+    """6 iterations, a checkpoint each, going on from its checkpoint; the first run fails at
+    iteration 4 when ``fail_once`` names a file that does not exist yet."""
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "state.json")) as f:
+            start = json.load(f)["i"]
+    for i in range(start + 1, config.get("iterations", 6) + 1):
+        marker = config.get("fail_once")
+        if i == 4 and marker and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("failed once")
+        directory = os.path.join(tune.get_context().get_trial_dir(), f"state_{i}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "state.json"), "w") as f:
+            json.dump({"i": i}, f)
+        tune.report({"score": float(i), "resumed_from": start}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch, tmp_path):
+    """The driver's environment reaches the S3 server; the local folder of sweeps is the test's."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TUNER_STORAGE_PATH", str(tmp_path / "local"))
+    return s3_server
+
+
+def _objects(server, prefix: str) -> list[str]:
+    listed = server.filesystem().get_file_info(pafs.FileSelector(f"{server.bucket}/{prefix}", allow_not_found=True,
+                                                                 recursive=True))
+    return sorted(i.path.split(f"{server.bucket}/{prefix}/", 1)[1] for i in listed if i.type == pafs.FileType.File)
+
+
+def test_checkpoints_go_to_the_bucket_and_a_restarted_trial_restores_from_it(s3_env, tmp_path):
+    storage = s3_env.uri("restart")
+    analysis = tune.run(counting, config={"fail_once": str(tmp_path / "failed")}, storage_path=storage, name="restart",
+                        max_failures=1, checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                        resources_per_trial={"cpu": 0.5}, verbose=0)
+    (trial,) = analysis.trials
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.last_result["training_iteration"] == 6 and trial.last_result["resumed_from"] == 3
+    assert trial.checkpoint.path == f"{storage}/restart/counting_{trial.trial_id}/checkpoint_000006"
+    kept = {name.split("/")[0] for name in _objects(s3_env, f"restart/restart/counting_{trial.trial_id}")}
+    assert kept == {"checkpoint_000005", "checkpoint_000006"}, kept  # num_to_keep deleted the others there
+    local = tmp_path / "local" / "restart" / f"counting_{trial.trial_id}"
+    assert not list(local.glob("checkpoint_*")), list(local.iterdir())  # nothing left on the node's disk
+    with trial.checkpoint.as_directory() as folder:
+        assert json.loads(open(os.path.join(folder, "state.json")).read()) == {"i": 6}
+    analysis.close()
+
+
+@pytest.mark.parametrize("case", ["no bucket", "bad key", "no server", "unknown scheme"])
+def test_an_object_store_that_cannot_be_used_is_one_line_naming_storage_path_and_nothing_is_written(
+        case, s3_env, tmp_path, monkeypatch):
+    storage = s3_env.uri("bad")
+    if case == "no bucket":
+        storage = "s3://no-such-bucket-here/x"
+        said = "the bucket 'no-such-bucket-here' does not exist"
+    elif case == "bad key":
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+        said = "ACCESS_DENIED"
+    elif case == "no server":
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        said = "Could not connect"
+    else:
+        storage = "nosuchscheme://bucket/x"
+        said = "which no filesystem here opens"
+    with pytest.raises(ValueError) as info:
+        tune.run(counting, storage_path=storage, name="bad", verbose=0)
+    line = str(info.value)
+    assert line.startswith("storage_path: ") and said in line and "\n" not in line, line
+    assert not (tmp_path / "local" / "bad").exists()
