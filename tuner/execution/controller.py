@@ -51,6 +51,7 @@ from tuner.search.searcher import Searcher
 from tuner.stopper import DictStopper, Stopper
 from tuner.errors import StorageFullError, disk_full_line
 from tuner.storage import Storage
+from tuner.storage.keeper import start_keeper
 from tuner.store import Store, StoreError
 from tuner.sweep_status import SweepStatus
 from tuner.trainable.checkpoint import Checkpoint
@@ -109,6 +110,9 @@ class Controller(ResourceChanges):
         self._run_dir = run_dir
         # The sweep's object storage, where trials put their checkpoints (None: the run directory).
         self._storage = storage if storage is not None and not storage.is_local else None
+        # A plain folder on a cluster of several nodes: the actor keeping checkpoints on this node
+        # (made once a second node is seen, see _checkpoint_keeper).
+        self._keeper: tuple[Any, str] | None = None
         self._store = store
         self._searcher = searcher
         self._scheduler = scheduler
@@ -267,6 +271,9 @@ class Controller(ResourceChanges):
             if self._profiler is not None:
                 self._profiler.loop_end()  # trials still holding resources give them back
             self._pool.destroy_all()
+            if self._keeper is not None:
+                ray.kill(self._keeper[0])
+                self._keeper = None
             try:
                 if self._profiler is not None:
                     self._save_profiles()
@@ -403,9 +410,19 @@ class Controller(ResourceChanges):
             held = self._prepared[trial.trial_id] = (trial.config, self._trainable_cls.prepare_trial(trial.config))
         info = trial.info(prepared=held[1])
         if self._storage is None:
-            return info
+            keeper = self._checkpoint_keeper()
+            return info if keeper is None else dataclasses.replace(info, keeper=keeper[0], driver_node=keeper[1])
         folder = self._storage.join(self._experiment_name, os.path.basename(trial.trial_dir))
         return dataclasses.replace(info, storage=self._storage, storage_dir=folder)
+
+    def _checkpoint_keeper(self) -> tuple[Any, str] | None:
+        """The sweep's checkpoint keeper once the cluster has a second node (the sweep's folder is
+        on this node's disk only, as far as anyone knows: see ``tuner.storage.keeper``)."""
+        if self._keeper is None:
+            self._pool.read_cluster_resources(force=True)
+            if len(self._pool.nodes) > 1:
+                self._keeper = start_keeper()
+        return self._keeper
 
     def _start_trial(self, trial: Trial) -> bool:
         if not self._can_start_more():

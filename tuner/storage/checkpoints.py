@@ -5,7 +5,9 @@ storage (:attr:`TrialInfo.storage`) :func:`publish_checkpoint` then uploads it f
 straight to the trial's folder there and gives back its URI, which the store records; the local
 copy goes (a node's disk does not fill with checkpoints). :func:`fetch_checkpoint` turns a recorded
 URI back into a local folder on whichever node restores it: a restart elsewhere, a PBT exploit of
-another trial's checkpoint, a resume on another machine.
+another trial's checkpoint, a resume on another machine. With a plain folder on a cluster of
+several nodes, checkpoints travel to and from the driver's disk through the sweep's keeper
+(:mod:`.keeper`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,18 @@ FETCHED = ".fetched"
 
 def publish_checkpoint(path: str, info: Any) -> str:
     """The checkpoint folder ``path`` (on this node) where the sweep keeps it: its URI in the
-    sweep's object storage once uploaded there, else ``path`` itself."""
+    sweep's object storage once uploaded there, else ``path`` itself (sent to the driver's disk
+    first, through the sweep's keeper, when this is another node of a cluster)."""
     storage: Storage | None = getattr(info, "storage", None)
     if storage is None or storage.is_local or not info.storage_dir:
+        keeper = getattr(info, "keeper", None)
+        if keeper is not None and not _on_node(info.driver_node):
+            import ray
+
+            from .keeper import pack
+
+            ray.get(keeper.put.remote(path, pack(path)))
+            shutil.rmtree(path, ignore_errors=True)  # the driver's copy is the sweep's: no node fills up
         return path
     uri = f"{info.storage_dir.rstrip('/')}/{os.path.basename(path.rstrip(os.sep))}"
     try:
@@ -42,6 +53,18 @@ def fetch_checkpoint(path: str, info: Any) -> str:
     folder, else (a URI) a fresh copy under the trial's local folder. A checkpoint that cannot be
     fetched is one FileNotFoundError naming the trial and the checkpoint."""
     if not is_uri(path):
+        keeper = getattr(info, "keeper", None)
+        if os.path.isdir(path) or keeper is None:
+            return path
+        import ray
+
+        from .keeper import unpack
+
+        data = ray.get(keeper.get.remote(path))  # made on another node: from the driver's disk
+        if data is None:
+            raise FileNotFoundError(f"trial {info.trial_name}: cannot fetch its checkpoint {path}: it is not on the "
+                                    f"driver's disk either")
+        unpack(data, path)
         return path
     local = os.path.join(info.trial_dir, FETCHED, path.rstrip("/").rsplit("/", 1)[-1])
     shutil.rmtree(local, ignore_errors=True)
@@ -50,6 +73,13 @@ def fetch_checkpoint(path: str, info: Any) -> str:
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"trial {info.trial_name}: cannot fetch its checkpoint {path}: {_line(exc)}") from None
     return local
+
+
+def _on_node(node: str | None) -> bool:
+    """Whether this process runs on the node ``node`` (the driver's)."""
+    import ray
+
+    return node is None or str(ray.get_runtime_context().get_node_id()) == node
 
 
 def storage_of(uri: str, known: Storage | None = None) -> Storage:

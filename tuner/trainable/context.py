@@ -22,6 +22,10 @@ class TrialInfo:
     #: (a URI), where its checkpoints go from this node; None: the sweep's storage is a folder.
     storage: Any = dataclasses.field(default=None, repr=False, compare=False)
     storage_dir: str | None = None
+    #: A sweep in a plain folder on a cluster of several nodes: the actor that keeps its
+    #: checkpoints on the driver's node, and that node's id (see ``tuner.storage.keeper``).
+    keeper: Any = dataclasses.field(default=None, repr=False, compare=False)
+    driver_node: str | None = None
 
 
 class TrainContext:

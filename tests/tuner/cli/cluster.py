@@ -105,3 +105,93 @@ def _jobs_api_answers(address: str) -> bool:
         return True
     except OSError:
         return False
+
+
+@dataclasses.dataclass
+class WorkerNode:
+    """A worker node of a test cluster, in a mount namespace of its own."""
+
+    process: subprocess.Popen
+    log: Path
+
+    def kill(self) -> None:
+        """Lose the node: every process of it killed at once (as a machine that died)."""
+        try:
+            family = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            family = []
+        for proc in [*family, psutil.Process(self.process.pid)] if self.process.poll() is None else family:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        self.process.wait()
+
+    stop = kill
+
+
+def add_private_node(cluster: Cluster, tmp: Path, private: Path, cpus: int = 2,
+                     resources: dict[str, float] | None = None) -> WorkerNode:
+    """Join a worker node to ``cluster`` that does not share ``private`` with the head: started as
+    root under `unshare -m`, it sees an empty tmpfs of its own over that folder (two machines, two
+    disks), and over the cluster's temp folder (its sockets and logs are its own); every port its
+    own, on 127.0.0.1. Returns once the cluster counts it."""
+    import json
+
+    if os.geteuid() != 0:
+        raise RuntimeError("a node with a disk of its own needs root (unshare -m, mount)")
+    private.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["RAY_AUTH_MODE"] = "token"  # a joining node sends the cluster's token (~/.ray/auth_token)
+    ports = [free_port() for _ in range(6)]
+    ray_start = [
+        str(Path(sys.executable).parent / "ray"), "start", "--block", f"--address={cluster.gcs_address}",
+        "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", f"--node-manager-port={ports[0]}",
+        f"--object-manager-port={ports[1]}", f"--metrics-export-port={ports[2]}",
+        f"--dashboard-agent-listen-port={ports[3]}", f"--dashboard-agent-grpc-port={ports[4]}",
+        f"--runtime-env-agent-port={ports[5]}", "--min-worker-port=23000", "--max-worker-port=23999",
+        "--disable-usage-stats", *([f"--resources={json.dumps(resources)}"] if resources else []),
+    ]
+    script = (f"mount -t tmpfs tmpfs {private} && mount -t tmpfs tmpfs {cluster.temp_dir} && exec "
+              + " ".join(f"'{part}'" for part in ray_start))
+    log = tmp / "worker_node.log"
+    deadline = time.monotonic() + 60
+    while (before := _alive_nodes(cluster)) < 1:  # the head itself first
+        if time.monotonic() > deadline:
+            raise RuntimeError("the head node never showed as alive")
+        time.sleep(0.3)
+    with open(log, "w") as out:
+        process = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=env,
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    node = WorkerNode(process, log)
+    deadline = time.monotonic() + 120
+    while _alive_nodes(cluster) <= before:
+        if process.poll() is not None or time.monotonic() > deadline:
+            node.kill()
+            raise RuntimeError(f"the worker node did not join: {log.read_text()[-2000:]}")
+        time.sleep(0.5)
+    return node
+
+
+def _alive_nodes(cluster: Cluster) -> int:
+    """How many nodes the cluster counts alive (asked through its dashboard, as any client would)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"{cluster.address}/api/v0/nodes")
+    token = _token()
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            import json
+
+            nodes = json.load(answer)["data"]["result"]["result"]
+    except (OSError, KeyError, ValueError):
+        return 0
+    return sum(1 for node in nodes if node.get("state") == "ALIVE")
+
+
+def _token() -> str | None:
+    path = Path.home() / ".ray" / "auth_token"
+    return path.read_text().strip() if path.exists() else os.environ.get("RAY_AUTH_TOKEN")

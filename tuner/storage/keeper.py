@@ -1,0 +1,69 @@
+"""Checkpoints through Ray, for a sweep stored in a plain folder on a cluster whose nodes share no
+disk (Ray Tune's old head-node sync).
+
+The driver's node holds the sweep's folder. A :class:`CheckpointKeeper` actor pinned to that node
+takes each checkpoint a trial writes on another node (packed into one archive, sent through Ray's
+object store) and writes it at the same path on the driver's disk; a trial restored on a node
+that does not have a checkpoint (a restart after its node was lost, a PBT exploit of a trial that
+ran elsewhere) gets it back from the keeper. On one machine nothing travels: the controller makes
+the keeper once it sees a second node, and a trial on the driver's node writes straight to disk.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CheckpointKeeper", "pack", "start_keeper", "unpack"]
+
+
+def pack(folder: str) -> bytes:
+    """The folder's files as one tar archive (paths relative to it)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(folder, arcname=".")
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, folder: str) -> None:
+    """Write the archive :func:`pack` made into ``folder``, replacing what was there (through a
+    temporary folder beside it: a reader never sees half a checkpoint)."""
+    target = Path(folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.incoming")
+    shutil.rmtree(tmp, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+        archive.extractall(tmp, filter="data")
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+
+
+class CheckpointKeeper:
+    """Keeps checkpoints on the disk of the node it runs on (the driver's)."""
+
+    def node(self) -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def put(self, path: str, data: bytes) -> None:
+        unpack(data, path)
+
+    def get(self, path: str) -> bytes | None:
+        return pack(path) if os.path.isdir(path) else None
+
+
+def start_keeper() -> tuple[Any, str]:
+    """A keeper on this (the driver's) node, and the node's id."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    actor = ray.remote(CheckpointKeeper).options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+        max_concurrency=4).remote()
+    return actor, node
