@@ -73,7 +73,14 @@ def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None) -> Cl
     dashboard_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # A node that dies is found dead in about 3 s, not Ray's default half a minute or more.
+    env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3",
+               RAY_health_check_timeout_ms="1000")
     log = tmp / "ray_start.log"
+    # The cluster's token in ~/.ray/auth_token, where its clients and joining nodes read it
+    # (`ray start --head` alone keeps a token it makes to itself).
+    subprocess.run([str(Path(sys.executable).parent / "ray"), "get-auth-token", "--generate"], env=env,
+                   capture_output=True, check=True)
     # A temp dir of its own: a ray.init() elsewhere on this machine must never find and join it.
     temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths live under it
     command = [
@@ -155,6 +162,7 @@ def add_private_node(cluster: Cluster, tmp: Path, private: Path, cpus: int = 2,
     ]
     script = (f"mount -t tmpfs tmpfs {private} && mount -t tmpfs tmpfs {cluster.temp_dir} && exec "
               + " ".join(f"'{part}'" for part in ray_start))
+    tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / "worker_node.log"
     deadline = time.monotonic() + 60
     while (before := _alive_nodes(cluster)) < 1:  # the head itself first
