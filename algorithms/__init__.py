@@ -14,9 +14,21 @@ from algorithms.shared.rollout import register_env
 
 _envs.register()
 
-__all__ = ["DQN", "PPO", "SAC", "register_env"]
+__all__ = ["DQN", "PPO", "SAC", "load_agent", "register_env"]
 
 _TRAINERS = {"PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac"}
+
+
+def load_agent(checkpoint: str, config: dict[str, Any] | None = None) -> Any:
+    """The agent a checkpoint of PPO, DQN or SAC holds (a folder, or a URI of the sweep's object
+    storage, on any machine), restored and ready to act: ``agent.act(observation, explore=False)``;
+    ``agent.make_env()`` makes its env. ``config`` overrides the config the checkpoint keeps.
+
+    >>> agent = load_agent("s3://bucket/sweeps/my_sweep/PPO_1a2b3_00000/checkpoint_000010")  # doctest: +SKIP
+    """
+    from algorithms.shared.agent import load_trainer
+
+    return load_trainer(checkpoint, config)
 
 
 def __getattr__(name: str) -> Any:

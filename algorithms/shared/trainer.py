@@ -42,6 +42,7 @@ import numpy as np
 from algorithms.shared import env_presets, layout
 from algorithms.fragment import Fragment, TrainBatch
 from algorithms.shared.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
+from algorithms.shared.agent import load_trainer, make_single_env, write_agent_file
 from algorithms.shared.rollout import EnvCreator, EpisodeWindow, env_spaces, lookup_env_creator
 from algorithms.shared.worker_group import WorkerGroup, cores_here
 from schedulers.validation import is_int, is_number, is_seed
@@ -523,6 +524,23 @@ class DistributedTrainer(Trainable):
         import torch
 
         torch.save(state, os.path.join(checkpoint_dir, STATE_FILE))
+        write_agent_file(checkpoint_dir, self._name, self.config)  # what load_agent builds the agent from
+
+    # -- the trained agent -------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str, config: Mapping[str, Any] | None = None) -> DistributedTrainer:
+        """The trainer a checkpoint (a folder, or a URI of object storage) was saved from, restored,
+        sampling in this process, on CPU (as RLlib's ``Algorithm.from_checkpoint``); ``config``
+        overrides what the checkpoint says (and gives what it could not keep)."""
+        return load_trainer(checkpoint, config, expected=cls._name)
+
+    def act(self, observation: Any, explore: bool = False) -> Any:
+        """The action for one observation of the env (deterministic unless ``explore``)."""
+        return self.compute_single_action(observation, explore=explore)
+
+    def make_env(self, render_mode: str | None = None) -> Any:
+        """One env as the trial's rollout workers make it (its creator, config and preprocessing)."""
+        return make_single_env(self.env, self.cfg["env_config"], render_mode)
 
     def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
         if not isinstance(checkpoint, str):

@@ -143,6 +143,27 @@ def _add_query_verbs(verbs: Any) -> None:
     _sweep_location(stop)
     stop.set_defaults(handler="tuner.cli.submit_cmd:cmd_stop")
 
+    checkpoints = verbs.add_parser("checkpoints", help="each trial's kept checkpoints with their metric")
+    checkpoints.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    _sweep_location(checkpoints)
+    checkpoints.set_defaults(handler="tuner.cli.agent_cmd:cmd_checkpoints")
+
+    fetch = verbs.add_parser("fetch", help="copy a trained agent's checkpoint (the best by default) to a folder")
+    fetch.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    fetch.add_argument("--trial", metavar="TRIAL", help="this trial's best checkpoint (default: the best trial's)")
+    fetch.add_argument("-o", "--output", metavar="DIR", required=True, help="a new or empty folder")
+    _sweep_location(fetch)
+    fetch.set_defaults(handler="tuner.cli.agent_cmd:cmd_fetch")
+
+    rollout = verbs.add_parser("rollout", help="run a trained agent on fresh env seeds (and record videos)")
+    rollout.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    rollout.add_argument("--trial", metavar="TRIAL", help="this trial's best checkpoint (default: the best trial's)")
+    rollout.add_argument("--episodes", type=int, default=10, help="episodes to play (default: 10)")
+    rollout.add_argument("--seed", type=int, default=10_000, help="the first episode's env seed (default: 10000)")
+    rollout.add_argument("--video", metavar="DIR", help="write each episode as an mp4 into DIR")
+    _sweep_location(rollout)
+    rollout.set_defaults(handler="tuner.cli.agent_cmd:cmd_rollout")
+
     tensorboard = verbs.add_parser("tensorboard", help="start TensorBoard on a sweep's logdir")
     tensorboard.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
     tensorboard.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")

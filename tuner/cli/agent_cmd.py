@@ -1,0 +1,144 @@
+"""``tuner checkpoints NAME``, ``tuner fetch NAME`` and ``tuner rollout NAME``: a sweep's trained
+agents, from any machine that reaches its store and its storage (its folder, or the object store).
+
+The agent a verb takes by default is the sweep's best: the best trial by the sweep's metric and
+mode (its last result, as ``tuner best``), and of that trial's kept checkpoints the best by the
+metric when its checkpoints were ranked by one, else its newest. ``--trial`` picks another trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from tuner.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
+from tuner.cli.live import fmt
+from tuner.cli.paths import SweepRef, first_line, locate, open_store, stored_experiment
+from tuner.cli.table import format_table
+
+
+def _kept(ref: SweepRef) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(the sweep's experiment record, its checkpoints still kept, oldest first)."""
+    experiment = stored_experiment(ref)
+    store = open_store(ref)
+    try:
+        records = [r for r in store.checkpoints(int(experiment["id"])) if not r.get("deleted")]
+    finally:
+        store.close()
+    return experiment, records
+
+
+def _trial_of(name: str, records: list[dict[str, Any]], given: str) -> str:
+    """The trial id ``given`` names (its id, or the id's ``_NNNNN`` end), among those with checkpoints."""
+    ids = sorted({str(r["trial_id"]) for r in records})
+    found = [t for t in ids if t == given or t.endswith(f"_{given}") or t.endswith(given)]
+    if len(found) != 1:
+        raise CLIError(f"--trial: {given!r} names {'no' if not found else 'more than one'} trial of sweep {name!r} "
+                       f"with a checkpoint; its trials with checkpoints: {', '.join(ids) or 'none'}", EXIT_USAGE)
+    return found[0]
+
+
+def _choose(ref: SweepRef, trial: str | None) -> dict[str, Any]:
+    """The checkpoint record a verb works on (see the module's doc); a CLIError when there is none."""
+    experiment, records = _kept(ref)
+    if not records:
+        raise CLIError(f"sweep {ref.name!r} has no checkpoints (its trials saved none: set checkpoint_freq, "
+                       f"checkpoint_at_end, or report a checkpoint)", EXIT_FAILED)
+    metric, mode = experiment.get("metric"), experiment.get("mode")
+    if trial is not None:
+        chosen = _trial_of(ref.name, records, trial)
+    else:
+        chosen = _best_trial(ref, experiment, records, metric, mode)
+    mine = [r for r in records if r["trial_id"] == chosen]
+    scored = [r for r in mine if metric and _number((r.get("metrics") or {}).get(metric)) is not None]
+    if metric and mode and scored:
+        sign = 1.0 if mode == "max" else -1.0
+        return max(scored, key=lambda r: (sign * float(r["metrics"][metric]), r["iteration"]))
+    return mine[-1]
+
+
+def _best_trial(ref: SweepRef, experiment: dict[str, Any], records: list[dict[str, Any]], metric: Any,
+                mode: Any) -> str:
+    with_checkpoints = {str(r["trial_id"]) for r in records}
+    if metric and mode:
+        store = open_store(ref)
+        try:
+            row = store.best_trial(int(experiment["id"]), metric, mode)
+        finally:
+            store.close()
+        if row is not None and str(row["trial_id"]) in with_checkpoints:
+            return str(row["trial_id"])
+    return str(records[-1]["trial_id"])  # no metric to rank by: the newest checkpoint's trial
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
+        float(value)) else None
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    """Each trial's kept checkpoints, with their iteration and the sweep's metric."""
+    ref = locate(args.name, args.storage_path, args.database_url)
+    experiment, records = _kept(ref)
+    metric = experiment.get("metric")
+    if not records:
+        print(f"sweep {ref.name} has no checkpoints")
+        return EXIT_OK
+    best = _choose(ref, None)
+    rows = [[str(r["trial_id"]), str(r["iteration"]),
+             fmt((r.get("metrics") or {}).get(metric)) if metric else "-",
+             r["path"] + ("  (best)" if r is best or r["path"] == best["path"] else "")] for r in records]
+    print(format_table(["TRIAL", "ITER", str(metric or "METRIC").upper(), "CHECKPOINT"], rows))
+    return EXIT_OK
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """Copy a checkpoint (the sweep's best by default) into ``-o DIR``."""
+    from tuner.trainable.checkpoint import Checkpoint
+
+    ref = locate(args.name, args.storage_path, args.database_url)
+    record = _choose(ref, args.trial)
+    out = Path(args.output)
+    if out.exists() and any(out.iterdir()):
+        raise CLIError(f"-o: {out} is not empty; give a new or empty folder", EXIT_USAGE)
+    try:
+        Checkpoint(record["path"]).to_directory(out)
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot fetch checkpoint {record['path']} of trial {record['trial_id']}: {first_line(exc)}",
+                       EXIT_FAILED) from None
+    print(f"fetched {record['path']} (trial {record['trial_id']}, iteration {record['iteration']}) into {out}")
+    return EXIT_OK
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    """Run the agent of a checkpoint deterministically on fresh env seeds; mean and spread of the return."""
+    if args.episodes < 1:
+        raise CLIError(f"--episodes: must be an int >= 1, got {args.episodes}", EXIT_USAGE)
+    ref = locate(args.name, args.storage_path, args.database_url)
+    record = _choose(ref, args.trial)
+    from algorithms import load_agent
+    from algorithms.shared.agent import play
+
+    try:
+        agent = load_agent(record["path"])
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot load the agent of checkpoint {record['path']} (trial {record['trial_id']}): "
+                       f"{first_line(exc)}", EXIT_FAILED) from None
+    try:
+        env = agent.make_env(render_mode="rgb_array" if args.video else None)
+        played = play(agent, env, args.episodes, args.seed, video_dir=args.video)
+    except ValueError as exc:
+        raise CLIError(first_line(exc), EXIT_FAILED) from None
+    finally:
+        agent.stop()
+    returns = [e.episode_return for e in played]
+    spread = statistics.stdev(returns) if len(returns) > 1 else 0.0
+    print(f"trial {record['trial_id']}, checkpoint {record['path']} (iteration {record['iteration']})")
+    print(f"{len(played)} episodes from env seed {args.seed}: return {statistics.mean(returns):.2f} +- {spread:.2f} "
+          f"(min {min(returns):.2f}, max {max(returns):.2f}), length {statistics.mean(e.length for e in played):.1f}")
+    if args.video:
+        print(f"videos: {', '.join(str(Path(args.video) / f'episode_{i}.mp4') for i in range(len(played)))}")
+    return EXIT_OK
