@@ -332,6 +332,29 @@ class ExperimentAnalysis:
         rows = self._store.checkpoints(self._experiment_id, trial_id)
         return [{**r, "path": self._moved(r["path"])} for r in rows if include_deleted or not r["deleted"]]
 
+    def get_best_checkpoint(self, trial: Any = None, metric: str | None = None, mode: str | None = None) -> Any:
+        """The best kept checkpoint of ``trial`` (a TrialRecord or id; default the best trial) by
+        ``metric`` and ``mode`` (default the sweep's) as it was when the checkpoint was taken, as
+        Ray Tune's; its newest when none holds the metric; None when it kept none."""
+        from tuner.trainable.checkpoint import Checkpoint
+
+        trial = self.best_trial if trial is None else trial
+        if trial is None:
+            return None
+        trial_id = trial if isinstance(trial, str) else trial.trial_id
+        metric, mode = metric or self.default_metric, mode or self.default_mode
+        kept = self.checkpoints(trial_id)
+        scored = [r for r in kept if metric and isinstance((r.get("metrics") or {}).get(metric), (int, float))
+                  and math.isfinite(r["metrics"][metric])]
+        if scored and mode in ("min", "max"):
+            sign = 1.0 if mode == "max" else -1.0
+            best = max(scored, key=lambda r: (sign * float(r["metrics"][metric]), r["iteration"]))
+        elif kept:
+            best = kept[-1]
+        else:
+            return None
+        return Checkpoint(best["path"])
+
     def _moved(self, path: str | None) -> str | None:
         """A stored path, read under the sweep's run directory when it was moved or copied since."""
         return path if self._relocation is None else self._relocation.path(path)

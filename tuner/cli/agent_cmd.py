@@ -88,10 +88,10 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
         print(f"sweep {ref.name} has no checkpoints")
         return EXIT_OK
     best = _choose(ref, None)
-    rows = [[str(r["trial_id"]), str(r["iteration"]),
-             fmt((r.get("metrics") or {}).get(metric)) if metric else "-",
-             r["path"] + ("  (best)" if r is best or r["path"] == best["path"] else "")] for r in records]
-    print(format_table(["TRIAL", "ITER", str(metric or "METRIC").upper(), "CHECKPOINT"], rows))
+    rows = [[str(r["trial_id"]), str(r["iteration"]), fmt((r.get("metrics") or {}).get(metric)) if metric else "-",
+             "*" if r["path"] == best["path"] else "", r["path"]] for r in records]
+    # a path is never cut: it is what `fetch` and `load_agent` take
+    print(format_table(["TRIAL", "ITER", str(metric or "METRIC").upper(), "BEST", "CHECKPOINT"], rows, max_width=4096))
     return EXIT_OK
 
 
