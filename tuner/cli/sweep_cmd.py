@@ -54,8 +54,24 @@ class SaveSpec(Callback):
             stored_spec.save(self.url, int(info["experiment_id"]), self.document)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("# written by `tuner sweep`; `tuner resume` reads it\n" + dump(document), encoding="utf-8")
+        text = "# written by `tuner sweep`; `tuner resume` reads it\n" + dump(document)
+        tmp.write_text(text, encoding="utf-8")
         tmp.replace(self.path)
+        _copy_to_object_storage(document, self.path.parent.name, self.path.name, text)
+
+
+def _copy_to_object_storage(document: dict[str, Any], name: str, filename: str, text: str) -> None:
+    """The spec beside the sweep's checkpoints too, when they are in object storage."""
+    from tuner.storage import is_uri, open_storage
+
+    storage_path = document.get("storage_path")
+    if not is_uri(storage_path):
+        return
+    try:
+        storage = open_storage(str(storage_path))
+        storage.write_text(storage.join(name, filename), text)
+    except (OSError, ValueError) as exc:
+        print(f"tuner: could not copy the spec to {storage_path}: {first_line(exc)}", file=sys.stderr)
 
 
 def _command_hint(ref: SweepRef, verb: str = "resume", address: str | None = None) -> str:

@@ -93,3 +93,40 @@ def test_an_object_store_that_cannot_be_used_is_one_line_naming_storage_path_and
     line = str(info.value)
     assert line.startswith("storage_path: ") and said in line and "\n" not in line, line
     assert not (tmp_path / "local" / "bad").exists()
+
+
+def test_a_sweep_resumes_on_a_machine_without_its_folder_from_the_bucket(s3_env, tmp_path, postgres_url):
+    """A shared store (PostgreSQL) and object storage: every local folder of the sweep wiped, a
+    resume elsewhere continues the failed trial from its checkpoint in the bucket."""
+    import shutil
+
+    kwargs = dict(config={"fail_once": str(tmp_path / "failed")}, storage_path=s3_env.uri("moved"), name="moved",
+                  database_url=postgres_url, resources_per_trial={"cpu": 0.5}, verbose=0, raise_on_failed_trial=False)
+    first = tune.run(counting, **kwargs)
+    assert first.trials[0].status == "ERROR"
+    first.close()
+    shutil.rmtree(tmp_path / "local")  # this machine's folder of the sweep (its logs, its spec) is gone
+    again = tune.run(counting, resume="ERRORED_ONLY", **kwargs)
+    (trial,) = again.trials
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.last_result["training_iteration"] == 6 and trial.last_result["resumed_from"] == 3
+    again.close()
+
+
+def test_tuner_sweep_puts_its_spec_and_checkpoints_in_the_bucket(s3_env, tmp_path):
+    import ray
+
+    from tests.tuner.cli.conftest import cli
+
+    ray_address = ray.get_runtime_context().gcs_address
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("trainable: tests.tuner.cli.cli_trainables:checkpointed\nmetric: score\nmode: max\n"
+                    "resources: {cpu: 0.5}\nconfig: {x: 1.0, iterations: 2, sleep: 0.0, hold_after: -1}\n")
+    env = {**s3_env.env, "TUNER_STORAGE_PATH": str(tmp_path / "local")}
+    proc = cli("sweep", str(spec), "--name", "bucketed", "--address", ray_address, "--progress", "none",
+               "--set", f"storage_path={s3_env.uri('cli')}", **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stored = _objects(s3_env, "cli/bucketed")
+    assert "sweep.yaml" in stored and any(name.endswith("/checkpoint_000002/state.json") for name in stored), stored
+    shown = cli("show", "bucketed", **env)  # its store and logs stay in this machine's folder
+    assert shown.returncode == 0 and "TERMINATED" in shown.stdout, shown.stdout + shown.stderr
