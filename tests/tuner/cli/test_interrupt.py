@@ -122,6 +122,6 @@ def test_ctrl_c_pressed_three_times_still_ends_with_one_line_and_exit_130(tmp_pa
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err.strip().splitlines()[-1] == (f"tuner: interrupted; sweep 'ctrlc' is saved and resumable: "
-                                            f"tuner resume ctrlc --storage-path {storage}")
+                                            f"tuner resume ctrlc --storage-path {storage} --address {ray_address}")
     assert _query(db, "SELECT status FROM experiments") == [("INTERRUPTED",)]
     assert set(dict(_query(db, "SELECT trial_id, status FROM trials")).values()) <= {"INTERRUPTED", "PENDING"}
