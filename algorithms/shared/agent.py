@@ -201,7 +201,10 @@ def play(agent: Any, env: Any, episodes: int, seed: int, *, explore: bool = Fals
 
 
 def _frame(env: Any) -> np.ndarray:
-    frame = env.render()
+    try:
+        frame = env.render()
+    except NotImplementedError:  # gymnasium's Env.render when the env has none
+        frame = None
     if not isinstance(frame, np.ndarray) or frame.ndim != 3:
         raise ValueError(f"env {getattr(env, 'spec', None) and env.spec.id or type(env).__name__} cannot render "
                          f"frames (render_mode 'rgb_array' gave {type(frame).__name__}): no video")

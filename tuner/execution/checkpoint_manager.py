@@ -14,6 +14,7 @@ deleted. Deleted checkpoints stay on record, marked deleted.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import math
@@ -93,6 +94,8 @@ class CheckpointManager:
         self._run_dir = Path(run_dir).absolute()
         # The sweep's object storage, where its checkpoints are (None: its folder, run_dir).
         self._storage = storage if storage is not None and not storage.is_local else None
+        # Deletes in object storage take a round trip or two each: off the controller's loop.
+        self._deleter: concurrent.futures.ThreadPoolExecutor | None = None
         self.num_to_keep = num_to_keep
         self.score_attribute = score_attribute
         self.score_order = score_order
@@ -194,12 +197,24 @@ class CheckpointManager:
         record.deleted_at = time.time()
         self._write(record, deleted_at=record.deleted_at)  # on record first: a resume skips it
         if self._storage is not None and is_uri(record.path):
-            try:
-                self._storage.delete(record.path)
-            except OSError as exc:
-                logger.warning("could not delete checkpoint %s: %s", record.path, exc)
+            if self._deleter is None:
+                self._deleter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tuner-checkpoint-delete")
+            self._deleter.submit(self._delete_remote, record.path)
         else:
             shutil.rmtree(Path(record.path).absolute(), ignore_errors=True)
+
+    def _delete_remote(self, uri: str) -> None:
+        assert self._storage is not None
+        try:
+            self._storage.delete(uri)
+        except OSError as exc:
+            logger.warning("could not delete checkpoint %s: %s", uri, exc)
+
+    def close(self) -> None:
+        """Wait for the deletes under way (the sweep ends)."""
+        if self._deleter is not None:
+            self._deleter.shutdown(wait=True)
+            self._deleter = None
 
     def _write(self, record: CheckpointRecord, deleted_at: float | None = None) -> None:
         self._store.record_checkpoint(

@@ -271,6 +271,7 @@ class Controller(ResourceChanges):
             if self._profiler is not None:
                 self._profiler.loop_end()  # trials still holding resources give them back
             self._pool.destroy_all()
+            self._checkpoints.close()
             if self._keeper is not None:
                 ray.kill(self._keeper[0])
                 self._keeper = None

@@ -103,7 +103,8 @@ class Storage:
         import pyarrow.fs as pafs
 
         dest = self.fs_path(uri)
-        self.filesystem.create_dir(dest, recursive=True)
+        if self.filesystem.type_name != "s3":  # an object store has no folders to make first
+            self.filesystem.create_dir(dest, recursive=True)
         pafs.copy_files(local_dir, dest, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=self.filesystem)
 
     def download(self, uri: str, local_dir: str) -> None:

@@ -101,3 +101,12 @@ def test_an_agent_loads_from_object_storage(tmp_path, s3_server, monkeypatch):
     agent = load_agent(uri)
     assert agent.act(obs) == expected
     agent.stop()
+
+
+def test_an_env_that_cannot_render_is_one_line_and_no_video(tmp_path):
+    trainer = PPO(config={"env": "space-env", "env_config": {"obs": "box2d"}, **PPO_SMALL, "seed": 0})
+    with pytest.raises(ValueError, match=r"^env .* cannot render frames \(render_mode 'rgb_array' gave NoneType\): "
+                                         r"no video$"):
+        play(trainer, trainer.make_env(render_mode="rgb_array"), 1, seed=0, video_dir=str(tmp_path / "video"))
+    trainer.stop()
+    assert not list((tmp_path / "video").iterdir())

@@ -130,3 +130,17 @@ def test_tuner_sweep_puts_its_spec_and_checkpoints_in_the_bucket(s3_env, tmp_pat
     assert "sweep.yaml" in stored and any(name.endswith("/checkpoint_000002/state.json") for name in stored), stored
     shown = cli("show", "bucketed", **env)  # its store and logs stay in this machine's folder
     assert shown.returncode == 0 and "TERMINATED" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_a_checkpoint_that_cannot_be_fetched_is_one_line_naming_the_trial_and_the_checkpoint(s3_env, tmp_path):
+    from tuner.storage import open_storage
+    from tuner.storage.checkpoints import fetch_checkpoint
+    from tuner.trainable.context import TrialInfo
+
+    storage = open_storage(s3_env.uri("gone"))
+    info = TrialInfo(trial_id="t1", trial_name="PPO_t1", trial_dir=str(tmp_path / "trial"), experiment_name="gone",
+                     storage=storage, storage_dir=storage.join("gone", "PPO_t1"))
+    missing = storage.join("gone", "PPO_t1", "checkpoint_000004")
+    with pytest.raises(FileNotFoundError) as info_error:
+        fetch_checkpoint(missing, info)
+    assert str(info_error.value) == f"trial PPO_t1: cannot fetch its checkpoint {missing}: no checkpoint at {missing}"
