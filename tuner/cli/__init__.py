@@ -143,6 +143,18 @@ def _add_query_verbs(verbs: Any) -> None:
     _sweep_location(stop)
     stop.set_defaults(handler="tuner.cli.submit_cmd:cmd_stop")
 
+    _add_agent_verbs(verbs)
+
+    tensorboard = verbs.add_parser("tensorboard", help="start TensorBoard on a sweep's logdir")
+    tensorboard.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    tensorboard.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    tensorboard.add_argument("--port", type=int, default=6006, help="default: 6006")
+    tensorboard.add_argument("--rebuild", action="store_true", help="rebuild the logdir from the store first")
+    _sweep_location(tensorboard)
+    tensorboard.set_defaults(handler="tuner.cli.tensorboard_cmd:cmd_tensorboard")
+
+
+def _add_agent_verbs(verbs: Any) -> None:
     checkpoints = verbs.add_parser("checkpoints", help="each trial's kept checkpoints with their metric")
     checkpoints.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
     _sweep_location(checkpoints)
@@ -163,14 +175,6 @@ def _add_query_verbs(verbs: Any) -> None:
     rollout.add_argument("--video", metavar="DIR", help="write each episode as an mp4 into DIR")
     _sweep_location(rollout)
     rollout.set_defaults(handler="tuner.cli.agent_cmd:cmd_rollout")
-
-    tensorboard = verbs.add_parser("tensorboard", help="start TensorBoard on a sweep's logdir")
-    tensorboard.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
-    tensorboard.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
-    tensorboard.add_argument("--port", type=int, default=6006, help="default: 6006")
-    tensorboard.add_argument("--rebuild", action="store_true", help="rebuild the logdir from the store first")
-    _sweep_location(tensorboard)
-    tensorboard.set_defaults(handler="tuner.cli.tensorboard_cmd:cmd_tensorboard")
 
 
 def build_parser() -> argparse.ArgumentParser:
