@@ -9,26 +9,26 @@ metric when its checkpoints were ranked by one, else its newest. ``--trial`` pic
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 from pathlib import Path
 from typing import Any
 
 from tuner.cli.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CLIError
 from tuner.cli.live import fmt
-from tuner.cli.paths import SweepRef, first_line, locate, open_store, stored_experiment
+from tuner.cli.paths import SweepRef, first_line, locate
 from tuner.cli.table import format_table
 
 
-def _kept(ref: SweepRef) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the sweep's experiment record, its checkpoints still kept, oldest first)."""
-    experiment = stored_experiment(ref)
-    store = open_store(ref)
+def _kept(ref: SweepRef) -> tuple[Any, list[dict[str, Any]]]:
+    """(the sweep's analysis, its checkpoints still kept, oldest first); the caller closes the analysis."""
+    from tuner.cli.query_cmd import _analysis
+
+    analysis = _analysis(ref)
     try:
-        records = [r for r in store.checkpoints(int(experiment["id"])) if not r.get("deleted")]
-    finally:
-        store.close()
-    return experiment, records
+        return analysis, analysis.checkpoints()
+    except BaseException:
+        analysis.close()
+        raise
 
 
 def _trial_of(name: str, records: list[dict[str, Any]], given: str) -> str:
@@ -43,47 +43,31 @@ def _trial_of(name: str, records: list[dict[str, Any]], given: str) -> str:
 
 def _choose(ref: SweepRef, trial: str | None) -> dict[str, Any]:
     """The checkpoint record a verb works on (see the module's doc); a CLIError when there is none."""
-    experiment, records = _kept(ref)
-    if not records:
-        raise CLIError(f"sweep {ref.name!r} has no checkpoints (its trials saved none: set checkpoint_freq, "
-                       f"checkpoint_at_end, or report a checkpoint)", EXIT_FAILED)
-    metric, mode = experiment.get("metric"), experiment.get("mode")
-    if trial is not None:
-        chosen = _trial_of(ref.name, records, trial)
-    else:
-        chosen = _best_trial(ref, experiment, records, metric, mode)
-    mine = [r for r in records if r["trial_id"] == chosen]
-    scored = [r for r in mine if metric and _number((r.get("metrics") or {}).get(metric)) is not None]
-    if metric and mode and scored:
-        sign = 1.0 if mode == "max" else -1.0
-        return max(scored, key=lambda r: (sign * float(r["metrics"][metric]), r["iteration"]))
-    return mine[-1]
-
-
-def _best_trial(ref: SweepRef, experiment: dict[str, Any], records: list[dict[str, Any]], metric: Any,
-                mode: Any) -> str:
-    with_checkpoints = {str(r["trial_id"]) for r in records}
-    if metric and mode:
-        store = open_store(ref)
-        try:
-            row = store.best_trial(int(experiment["id"]), metric, mode)
-        finally:
-            store.close()
-        if row is not None and str(row["trial_id"]) in with_checkpoints:
-            return str(row["trial_id"])
-    return str(records[-1]["trial_id"])  # no metric to rank by: the newest checkpoint's trial
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
-        float(value)) else None
+    analysis, records = _kept(ref)
+    try:
+        if not records:
+            raise CLIError(f"sweep {ref.name!r} has no checkpoints (its trials saved none: set checkpoint_freq, "
+                           f"checkpoint_at_end, or report a checkpoint)", EXIT_FAILED)
+        with_checkpoints = {str(r["trial_id"]) for r in records}
+        if trial is not None:
+            chosen = _trial_of(ref.name, records, trial)
+        else:
+            best = analysis.get_best_trial() if analysis.default_metric and analysis.default_mode else None
+            # no metric to rank by, or the best trial kept none: the newest checkpoint's trial
+            chosen = best.trial_id if best is not None and best.trial_id in with_checkpoints else \
+                str(records[-1]["trial_id"])
+        path = analysis.get_best_checkpoint(chosen).path
+    finally:
+        analysis.close()
+    return next(r for r in records if r["path"] == path)
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     """Each trial's kept checkpoints, with their iteration and the sweep's metric."""
     ref = locate(args.name, args.storage_path, args.database_url)
-    experiment, records = _kept(ref)
-    metric = experiment.get("metric")
+    analysis, records = _kept(ref)
+    metric = analysis.default_metric
+    analysis.close()
     if not records:
         print(f"sweep {ref.name} has no checkpoints")
         return EXIT_OK

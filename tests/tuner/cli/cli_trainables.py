@@ -1,4 +1,5 @@
-"""Function trainables that the CLI tests name in their specs (``tests.tuner.cli.cli_trainables:...``)."""
+"""Function trainables that the CLI tests name in their specs (``tests.tuner.cli.cli_trainables:...``),
+and that other tests share."""
 
 from __future__ import annotations
 
@@ -49,3 +50,24 @@ def unbounded(config):
     """Reports +inf, then -inf with a metric the first result did not have."""
     tune.report({"score": float("inf")})
     tune.report({"score": float("-inf"), "late": 1.0})
+
+
+def fails_once(config):
+    """``iterations`` (default 6) iterations, a checkpoint each, going on from its checkpoint;
+    reports ``resumed_from`` (the iteration it went on from). When ``fail_once`` names a file that
+    does not exist yet, it makes it and fails at iteration 4: the first run fails, the next does not."""
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "state.json")) as f:
+            start = json.load(f)["i"]
+    for i in range(start + 1, config.get("iterations", 6) + 1):
+        marker = config.get("fail_once")
+        if i == 4 and marker and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("failed once")
+        directory = os.path.join(tune.get_context().get_trial_dir(), f"state_{i}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "state.json"), "w") as f:
+            json.dump({"i": i}, f)
+        tune.report({"score": float(i), "resumed_from": start}, checkpoint=tune.Checkpoint.from_directory(directory))

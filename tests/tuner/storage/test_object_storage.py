@@ -9,29 +9,10 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
+from tests.tuner.cli.cli_trainables import fails_once
 from tuner import tune
 
 pytestmark = pytest.mark.usefixtures("ray_session")
-
-
-def counting(config):
-    """6 iterations, a checkpoint each, going on from its checkpoint; the first run fails at
-    iteration 4 when ``fail_once`` names a file that does not exist yet."""
-    start = 0
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with open(os.path.join(checkpoint.path, "state.json")) as f:
-            start = json.load(f)["i"]
-    for i in range(start + 1, config.get("iterations", 6) + 1):
-        marker = config.get("fail_once")
-        if i == 4 and marker and not os.path.exists(marker):
-            open(marker, "w").close()
-            raise RuntimeError("failed once")
-        directory = os.path.join(tune.get_context().get_trial_dir(), f"state_{i}")
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, "state.json"), "w") as f:
-            json.dump({"i": i}, f)
-        tune.report({"score": float(i), "resumed_from": start}, checkpoint=tune.Checkpoint.from_directory(directory))
 
 
 @pytest.fixture
@@ -51,16 +32,16 @@ def _objects(server, prefix: str) -> list[str]:
 
 def test_checkpoints_go_to_the_bucket_and_a_restarted_trial_restores_from_it(s3_env, tmp_path):
     storage = s3_env.uri("restart")
-    analysis = tune.run(counting, config={"fail_once": str(tmp_path / "failed")}, storage_path=storage, name="restart",
+    analysis = tune.run(fails_once, config={"fail_once": str(tmp_path / "failed")}, storage_path=storage, name="restart",
                         max_failures=1, checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
                         resources_per_trial={"cpu": 0.5}, verbose=0)
     (trial,) = analysis.trials
     assert trial.status == "TERMINATED", trial.error
     assert trial.last_result["training_iteration"] == 6 and trial.last_result["resumed_from"] == 3
-    assert trial.checkpoint.path == f"{storage}/restart/counting_{trial.trial_id}/checkpoint_000006"
-    kept = {name.split("/")[0] for name in _objects(s3_env, f"restart/restart/counting_{trial.trial_id}")}
+    assert trial.checkpoint.path == f"{storage}/restart/fails_once_{trial.trial_id}/checkpoint_000006"
+    kept = {name.split("/")[0] for name in _objects(s3_env, f"restart/restart/fails_once_{trial.trial_id}")}
     assert kept == {"checkpoint_000005", "checkpoint_000006"}, kept  # num_to_keep deleted the others there
-    local = tmp_path / "local" / "restart" / f"counting_{trial.trial_id}"
+    local = tmp_path / "local" / "restart" / f"fails_once_{trial.trial_id}"
     assert not list(local.glob("checkpoint_*")), list(local.iterdir())  # nothing left on the node's disk
     with trial.checkpoint.as_directory() as folder:
         assert json.loads(open(os.path.join(folder, "state.json")).read()) == {"i": 6}
@@ -89,7 +70,7 @@ def test_an_object_store_that_cannot_be_used_is_one_line_naming_storage_path_and
         storage = "nosuchscheme://bucket/x"
         said = "which no filesystem here opens"
     with pytest.raises(ValueError) as info:
-        tune.run(counting, storage_path=storage, name="bad", verbose=0)
+        tune.run(fails_once, storage_path=storage, name="bad", verbose=0)
     line = str(info.value)
     assert line.startswith("storage_path: ") and said in line and "\n" not in line, line
     assert not (tmp_path / "local" / "bad").exists()
@@ -102,11 +83,11 @@ def test_a_sweep_resumes_on_a_machine_without_its_folder_from_the_bucket(s3_env,
 
     kwargs = dict(config={"fail_once": str(tmp_path / "failed")}, storage_path=s3_env.uri("moved"), name="moved",
                   database_url=postgres_url, resources_per_trial={"cpu": 0.5}, verbose=0, raise_on_failed_trial=False)
-    first = tune.run(counting, **kwargs)
+    first = tune.run(fails_once, **kwargs)
     assert first.trials[0].status == "ERROR"
     first.close()
     shutil.rmtree(tmp_path / "local")  # this machine's folder of the sweep (its logs, its spec) is gone
-    again = tune.run(counting, resume="ERRORED_ONLY", **kwargs)
+    again = tune.run(fails_once, resume="ERRORED_ONLY", **kwargs)
     (trial,) = again.trials
     assert trial.status == "TERMINATED", trial.error
     assert trial.last_result["training_iteration"] == 6 and trial.last_result["resumed_from"] == 3
