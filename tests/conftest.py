@@ -19,9 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_HOME = Path(os.environ.get("TUNER_TEST_HOME") or tempfile.mkdtemp(prefix="tuner_test_home_"))
 os.environ["TUNER_TEST_HOME"] = os.environ["HOME"] = str(SESSION_HOME)
 os.environ.pop("TUNER_STORAGE_PATH", None)
-# Ray on loopback addresses only (it takes the machine's own address otherwise, 127.0.0.1 given or
-# not); the test clusters of several nodes turn it back on for their nodes (tests/tuner/cli/cluster.py).
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 # Ray's workers are started from this process's environment: let them import test modules

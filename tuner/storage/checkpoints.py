@@ -36,8 +36,8 @@ def publish_checkpoint(path: str, info: Any) -> str:
 
             from .keeper import pack
 
+            # This node keeps its copy: the folder may be the driver's own (a disk the nodes share).
             ray.get(keeper.put.remote(path, pack(path)))
-            shutil.rmtree(path, ignore_errors=True)  # the driver's copy is the sweep's: no node fills up
         return path
     uri = f"{info.storage_dir.rstrip('/')}/{os.path.basename(path.rstrip(os.sep))}"
     try:

@@ -73,7 +73,6 @@ def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None) -> Cl
     dashboard_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # a cluster other nodes may join (the tests turn it off)
     # A node that dies is found dead in about 3 s, not Ray's default half a minute or more.
     env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3",
                RAY_health_check_timeout_ms="1000")
@@ -152,7 +151,6 @@ def add_private_node(cluster: Cluster, tmp: Path, private: Path, cpus: int = 2,
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["RAY_AUTH_MODE"] = "token"  # a joining node sends the cluster's token (~/.ray/auth_token)
-    env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "1"  # Ray refuses to join a cluster without it
     ports = [free_port() for _ in range(6)]
     ray_start = [
         str(Path(sys.executable).parent / "ray"), "start", "--block", f"--address={cluster.gcs_address}",

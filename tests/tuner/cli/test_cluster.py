@@ -94,7 +94,6 @@ def tuner(workdir: Path, *args: str, timeout: float = 300, **env: str) -> subpro
     keeps its run directory (checkpoints, logs) in the test's own folder on the cluster."""
     if args[:1] == ("submit",):
         args = (*args, "--storage-path", str(workdir / "cluster_results"))
-    env.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")  # as the cluster's nodes (see cluster.py)
     return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=workdir, env=cli_env(**env),
                           capture_output=True, text=True, timeout=timeout)
 

@@ -58,7 +58,7 @@ def cluster(two_nodes):
 
 def _driver(head, storage: str, name: str, mode: str, env: dict[str, str]) -> subprocess.Popen:
     full = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    full.update(RAY_ADDRESS=head.gcs_address, RAY_AUTH_MODE="token", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1", **env)
+    full.update(RAY_ADDRESS=head.gcs_address, RAY_AUTH_MODE="token", **env)
     full["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), full.get("PYTHONPATH")) if p)
     return subprocess.Popen([sys.executable, "-m", "tests.tuner.storage.two_node_sweep", mode, storage, name], cwd=ROOT,
                             env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
