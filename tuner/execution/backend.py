@@ -77,6 +77,11 @@ class Backend(Protocol):
         """The answer of a finished call; raises :class:`CallFailed` when the call failed."""
         ...
 
+    def discard(self, handles: Sequence[Any], timeout: float) -> list[Any]:
+        """Answers no longer wanted: read (failures included) those in within ``timeout`` s, so
+        that none is reported as an error nobody handled; returns the handles not in yet."""
+        ...
+
     def watch_release(self, freed: Mapping[str, float]) -> None:
         """The sweep gave back its groups (at most ``freed`` at once): watch for them to be free."""
         ...
@@ -149,6 +154,20 @@ class RayBackend:
         except (RayTaskError, RayActorError) as exc:
             actor_died = isinstance(exc, RayActorError) and not isinstance(exc, RayTaskError)
             raise CallFailed(_error_text(exc), actor_died) from exc
+
+    def discard(self, handles: Sequence[Any], timeout: float) -> list[Any]:
+        refs = list(handles)
+        if not refs:
+            return []
+        # Ray prints an error object freed unread as "Unhandled error": the sweep already said
+        # why these calls stopped mattering.
+        ready, waiting = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        for ref in ready:
+            try:
+                ray.get(ref, timeout=0)
+            except Exception:  # noqa: BLE001 - the point is to read it, whatever it holds
+                pass
+        return list(waiting)
 
     def watch_release(self, freed: Mapping[str, float]) -> None:
         placement_release.watch_release(freed)

@@ -65,6 +65,8 @@ logger = logging.getLogger(__name__)
 RESULT_BATCH_WINDOW_S = 0.005
 RESULT_BATCH_MAX = 100
 _STATE_SAVE_INTERVAL_S = 2.0
+# How long a sweep that ends waits for the answers it no longer wants (its actors are dead by then).
+DISCARD_WAIT_S = 2.0
 
 
 class Controller(ResourceChanges):
@@ -142,6 +144,7 @@ class Controller(ResourceChanges):
         self._pool = SlotPool(backend, cpu_share=options.cpu_share)  # Ray's unless a backend is given
         self._backend = self._pool.backend
         self._inflight: dict[Any, tuple[Trial, Call]] = {}  # a call's answer handle -> what it was
+        self._discarded: list[Any] = []  # answers no longer wanted, read when they come
         self._pending_rows: list[tuple[str, int, dict[str, Any]]] = []
         self._id_prefix = uuid.uuid4().hex[:5]
         self._searcher_finished = False
@@ -271,6 +274,7 @@ class Controller(ResourceChanges):
             if self._profiler is not None:
                 self._profiler.loop_end()  # trials still holding resources give them back
             self._pool.destroy_all()
+            self._discarded = self._backend.discard(self._discarded, timeout=DISCARD_WAIT_S)
             self._checkpoints.close()
             if self._keeper is not None:
                 ray.kill(self._keeper[0])
@@ -467,6 +471,8 @@ class Controller(ResourceChanges):
         self._inflight[self._backend.call(slot.actor, "run", self._batch, RESULT_BATCH_WINDOW_S)] = (trial, Call.RUN)
 
     def _wait_and_process(self, timeout: float) -> None:
+        if self._discarded:
+            self._discarded = self._backend.discard(self._discarded, timeout=0)
         if not self._inflight:
             if self._pool.running or not self._finished():
                 time.sleep(min(timeout, 0.01))
@@ -772,6 +778,7 @@ class Controller(ResourceChanges):
         for ref, (other, _) in list(self._inflight.items()):
             if other is trial:
                 del self._inflight[ref]
+                self._discarded.append(ref)
         self._go_on(self._exploits.forget(trial.trial_id))  # it will not be a donor after all
 
     def _go_on(self, trials: list[Trial]) -> None:
@@ -816,6 +823,7 @@ class Controller(ResourceChanges):
         for trial in self._trials:
             if trial.status == TrialStatus.RUNNING:
                 self._set_status(trial, TrialStatus.INTERRUPTED)
+        self._discarded.extend(self._inflight)
         self._inflight.clear()
         self._pool.destroy_running()
 

@@ -55,6 +55,7 @@ class FakeBackend:
         self.calls: list[tuple[str, str]] = []
         self.placed = 0
         self.destroyed = 0
+        self.discarded: list[Any] = []
         self.released: dict[str, float] | None = None
 
     def cluster_resources(self) -> dict[str, float]:
@@ -102,6 +103,10 @@ class FakeBackend:
         if handle.failure is not None:
             raise handle.failure
         return handle.value
+
+    def discard(self, handles: Sequence[Any], timeout: float) -> list[Any]:
+        self.discarded.extend(handles)
+        return []
 
     def watch_release(self, freed: Mapping[str, float]) -> None:
         self.released = dict(freed)

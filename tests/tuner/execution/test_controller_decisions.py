@@ -7,6 +7,7 @@ makes the same decisions. No Ray, no sleeps.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Any
@@ -20,6 +21,7 @@ from tests.tuner.execution.fake_backend import FakeBackend
 from tuner.api import _resources_for
 from tuner.run_options import RunOptions
 from tuner.execution.controller import Controller
+from tuner.errors import StorageFullError
 from tuner.execution.profiler import SweepProfiler
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.space import grid_search
@@ -30,7 +32,7 @@ from tuner.trainable.trainable import Trainable
 
 class Climb(Trainable):
     """``score`` grows by ``rate`` each step (from the restored value after a restore); with
-    ``fail_at`` every step at that iteration raises."""
+    ``fail_at`` every step at that iteration raises (``disk_full_at``: as a full disk does)."""
 
     def setup(self, config: dict[str, Any]) -> None:
         self.score = 0.0
@@ -38,6 +40,8 @@ class Climb(Trainable):
     def step(self) -> dict[str, Any]:
         if self.config.get("fail_at") == self.iteration + 1:
             raise RuntimeError(f"boom at {self.iteration + 1}")
+        if self.config.get("disk_full_at") == self.iteration + 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self.score += self.config["rate"]
         return {"score": self.score}
 
@@ -163,6 +167,17 @@ def test_a_trial_whose_trainable_raises_is_retried_up_to_max_failures_then_error
     assert scores(results[failing.trial_id]) == [(1, 1.0)]
     assert healthy.status == "TERMINATED" and scores(results[healthy.trial_id]) == [(1, 1.0), (2, 2.0), (3, 3.0)]
     assert backend.placed == 2  # the failing trial's actor lived on and was given to each retry
+
+
+def test_a_full_disk_stops_the_sweep_and_reads_the_answers_it_no_longer_wants(tmp_path):
+    """The other trial's answer, in flight when the sweep stops, is read rather than dropped (Ray
+    prints an error answer freed unread as an "Unhandled error" after the sweep's own line)."""
+    backend = FakeBackend(cpus=4)
+    with pytest.raises(StorageFullError, match="no space left for the files of trial"):
+        sweep(tmp_path, {"rate": 1.0, "disk_full_at": grid_search([2, None])}, stop={"training_iteration": 3},
+              backend=backend)
+    assert backend.discarded, "the answers in flight were dropped unread"
+    assert all(answer.method == "run" for answer in backend.discarded)
 
 
 def test_a_trial_whose_actor_dies_is_retried_on_a_new_actor(tmp_path):
