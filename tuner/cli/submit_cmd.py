@@ -39,6 +39,7 @@ from tuner.cli.paths import (
 )
 from tuner.cli.yaml_io import dump
 from tuner.sweep_status import SweepStatus
+from tuner.storage.location import is_uri
 
 #: The default share of the cluster's CPUs a submitted sweep may hold (its spec's cpu_share wins).
 SUBMIT_CPU_SHARE = 0.5
@@ -264,7 +265,7 @@ def submit_resume(args: argparse.Namespace) -> int:
         raise CLIError(f"sweep {ref.name!r} has no saved spec (no {ref.spec_file} here and none in its store): "
                        f"it was not started by `tuner sweep` or `tuner submit`")
     document.update(name=ref.name, database_url=ref.database_url)
-    if ref.database_url is None:
+    if ref.database_url is None and not is_uri(document.get("storage_path")):
         document["storage_path"] = str(ref.run_dir.parent)
     stored = _stored(ref)
     if stored is not None and shown_status(stored) == SweepStatus.TERMINATED:

@@ -28,6 +28,7 @@ from tuner.cli.yaml_io import dump
 from tuner.display import short_repr
 from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
 from tuner.run_options import RunOptions
+from tuner.storage.location import is_uri
 
 
 class SaveSpec(Callback):
@@ -246,6 +247,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     ref = locate(args.name, args.storage_path, args.database_url)
     document = spec_to_resume(ref)  # not running elsewhere, in its store, its spec here or in its store
-    document.update(name=ref.name, storage_path=str(ref.run_dir.parent), database_url=ref.database_url)
+    document.update(name=ref.name, database_url=ref.database_url)
+    if not is_uri(document.get("storage_path")):  # an object store's URI stays: the checkpoints are there
+        document["storage_path"] = str(ref.run_dir.parent)
     spec = spec_mod.validate(document)
     return run_spec(spec, ref, args, resume="ERRORED_ONLY" if args.errored_only else True)

@@ -36,8 +36,10 @@ def publish_checkpoint(path: str, info: Any) -> str:
 
             from .keeper import pack
 
-            # This node keeps its copy: the folder may be the driver's own (a disk the nodes share).
-            ray.get(keeper.put.remote(path, pack(path)))
+            if not ray.get(keeper.put.remote(path, pack(path))):
+                # the driver's disk has it now; a restore here fetches it back (a node's disk
+                # does not fill with checkpoints that num_to_keep prunes on the driver's)
+                shutil.rmtree(path, ignore_errors=True)
         return path
     uri = f"{info.storage_dir.rstrip('/')}/{os.path.basename(path.rstrip(os.sep))}"
     try:

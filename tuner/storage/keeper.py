@@ -11,6 +11,7 @@ the keeper once it sees a second node, and a trial on the driver's node writes s
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -42,6 +43,29 @@ def unpack(data: bytes, folder: str) -> None:
     os.replace(tmp, target)
 
 
+def _listing(folder: str) -> dict[str, str]:
+    """Each file under ``folder`` (path relative to it) -> the digest of its bytes."""
+    out = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            full = os.path.join(root, name)
+            with open(full, "rb") as f:
+                out[os.path.relpath(full, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def _archive_listing(data: bytes) -> dict[str, str]:
+    """:func:`_listing` of the folder an archive :func:`pack` made holds."""
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+        for member in archive.getmembers():
+            if member.isfile():
+                content = archive.extractfile(member)
+                assert content is not None
+                out[os.path.normpath(member.name)] = hashlib.sha256(content.read()).hexdigest()
+    return out
+
+
 class CheckpointKeeper:
     """Keeps checkpoints on the disk of the node it runs on (the driver's)."""
 
@@ -50,8 +74,13 @@ class CheckpointKeeper:
 
         return str(ray.get_runtime_context().get_node_id())
 
-    def put(self, path: str, data: bytes) -> None:
+    def put(self, path: str, data: bytes) -> bool:
+        """Write the checkpoint at ``path`` here; True when it was there already, byte for byte
+        (the sending node shares this disk, NFS say: its folder is this one, which it must keep)."""
+        if os.path.isdir(path) and _listing(path) == _archive_listing(data):
+            return True
         unpack(data, path)
+        return False
 
     def get(self, path: str) -> bytes | None:
         return pack(path) if os.path.isdir(path) else None

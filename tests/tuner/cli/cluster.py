@@ -65,13 +65,16 @@ class Cluster:
         return left
 
 
-def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None) -> Cluster:
+def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None,
+                  env_vars: dict[str, str] | None = None) -> Cluster:
     """`ray start --head --block` in a session of its own, from this interpreter's environment
-    (its `python` first on PATH: the Jobs' entrypoints run `python`); its job agent listens on
+    (its `python` first on PATH: the Jobs' entrypoints run `python`) and ``env_vars`` (what a
+    cluster's pods get from their spec: credentials, say); its job agent listens on
     ``agent_port`` (default: a free port)."""
     gcs_port = free_port(GCS_PORT)
     dashboard_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env.update(env_vars or {})
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     # A node that dies is found dead in about 3 s, not Ray's default half a minute or more.
     env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3",

@@ -1,12 +1,14 @@
 """A Ray cluster of two nodes that share no disk (the worker sees an empty tmpfs of its own over
-the storage folder, as two machines have two disks): a PBT sweep whose exploits cross nodes, and a
-trial whose node dies, each with a plain storage folder (checkpoints travel through Ray) and with
-object storage (every node reads and writes the bucket)."""
+the storage folder, as two machines have two disks): a PBT sweep whose exploits cross nodes, a
+trial whose node dies, and a submitted sweep stopped and resumed as a Ray Job, each with a plain
+storage folder (checkpoints travel through Ray) and with object storage (every node reads and
+writes the bucket; the cluster's nodes hold its credentials, as a KubeRay pod's spec gives them)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +19,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.tuner.cli.cluster import add_private_node, start_cluster
+from tests.tuner.cli.conftest import cli_env
+from tests.tuner.cli.test_cluster import SLOW_SPEC, SLOW_TRAIN, results
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a node with a disk of its own needs root (unshare -m)")
 
@@ -25,9 +29,10 @@ class TwoNodes:
     """The head (2 CPUs; the test's drivers run there) and a worker node (2 CPUs) whose view of
     ``storage`` is a tmpfs of its own; a test that kills the worker asks for a new one after."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env_vars: dict[str, str]) -> None:
         self.tmp, self.storage = tmp, tmp / "storage"
-        self.head = start_cluster(tmp, cpus=2)
+        self.local = tmp / "head_local"  # a job's local run directories, with object storage
+        self.head = start_cluster(tmp, cpus=2, env_vars={**env_vars, "TUNER_STORAGE_PATH": str(self.local)})
         self.worker = None
         self.joined = 0
 
@@ -44,8 +49,8 @@ class TwoNodes:
 
 
 @pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory):
-    nodes = TwoNodes(tmp_path_factory.mktemp("two_nodes"))
+def two_nodes(tmp_path_factory, s3_server):
+    nodes = TwoNodes(tmp_path_factory.mktemp("two_nodes"), s3_server.env)
     yield nodes
     nodes.stop()
 
@@ -93,6 +98,11 @@ def test_a_pbt_sweep_whose_exploits_cross_nodes_finishes_with_every_trial(cluste
     assert all(t["iterations"] == list(range(1, 13)) for t in trials), [t["iterations"] for t in trials]
     assert len({node for t in trials for node in t["nodes"]}) == 2  # the trials ran on both nodes
     assert report["exploits"] >= 2
+    # The worker's disk does not fill: what it sent on (to the bucket or the driver's disk) goes
+    # from it; what stays is a checkpoint it restored from (one per pause of synchronous PBT at most).
+    on_worker = [counts for t in trials for node, counts in t["per_node"].items() if node != report["head"]]
+    assert max(ran for ran, _ in on_worker) >= 6, trials  # else there was little to prune
+    assert max(held for _, held in on_worker) <= 3, trials
 
 
 def _results(db: Path, name: str) -> int:
@@ -128,3 +138,49 @@ def test_a_trial_whose_node_dies_goes_on_elsewhere_from_its_checkpoint(cluster, 
     assert trial["status"] == "TERMINATED", trial["error"]
     assert trial["iterations"] == list(range(1, 41))  # every iteration once: none lost, none twice
     assert len(trial["nodes"]) == 2 and max(trial["resumed_from"]) >= 5, trial
+
+
+def _tuner(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=cli_env(**env),
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_submitted_sweep_stopped_wiped_and_resumed_from_elsewhere_finishes_every_trial(
+        cluster, where, two_nodes, tmp_path, postgres_url):
+    """`tuner submit` of 4 checkpointing trials (1 CPU each, the whole cluster's share: both nodes
+    hold two), `tuner stop` once
+    each holds 3 checkpoints; with object storage every local folder of the sweep is then wiped (the
+    bucket alone keeps its checkpoints); `tuner resume --submit` from a folder without the trainable
+    finishes every trial from its checkpoint, each result once."""
+    head, _, _ = cluster
+    storage, env, local = where
+    user, elsewhere, release = tmp_path / "user", tmp_path / "elsewhere", tmp_path / "release"
+    user.mkdir()
+    elsewhere.mkdir()
+    (user / "slowtrain.py").write_text(SLOW_TRAIN)
+    spec = (SLOW_SPEC.replace("ITERATIONS", "8").replace("{cpu: 0.5}", "{cpu: 1}")
+            .replace("[1.0, 2.0]", "[1.0, 2.0, 3.0, 4.0]") + f"  release: {release}\ncpu_share: 1.0\n")
+    (user / "spec.yaml").write_text(spec)
+    env = {**env, "TUNER_DATABASE_URL": postgres_url}
+    name = f"job_{int(time.time() * 1000) % 10**8}"
+    submit = _tuner(user, "submit", "spec.yaml", "--name", name, "--address", head.address, "--storage-path",
+                    storage, env=env)
+    assert submit.returncode == 0, submit.stdout + submit.stderr
+    deadline = time.monotonic() + 180
+    while len(results(postgres_url, name)) < 12:  # all 4 at once, holding: both nodes run trials
+        assert time.monotonic() < deadline, (results(postgres_url, name), _tuner(user, "logs", name, env=env).stdout)
+        time.sleep(0.3)
+    stop = _tuner(user, "stop", name, env=env)
+    assert stop.returncode == 0 and "the sweep is INTERRUPTED" in stop.stdout, stop.stdout + stop.stderr
+    if storage.startswith("s3://"):
+        for folder in (two_nodes.local / name, local / name):
+            shutil.rmtree(folder, ignore_errors=True)
+        assert not (two_nodes.local / name).exists()
+    release.touch()
+    resume = _tuner(elsewhere, "resume", name, "--submit", "--wait", env=env)
+    assert resume.returncode == 0, resume.stdout + resume.stderr + _tuner(elsewhere, "logs", name, env=env).stdout[-6000:]
+    assert f"job SUCCEEDED: sweep {name} TERMINATED, 4/4 trials ended" in resume.stdout, resume.stdout
+    per_trial: dict[str, list[int]] = {}
+    for trial_id, iteration in results(postgres_url, name):
+        per_trial.setdefault(trial_id, []).append(iteration)
+    assert list(per_trial.values()) == [list(range(1, 9))] * 4, per_trial

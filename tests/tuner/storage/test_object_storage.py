@@ -94,21 +94,28 @@ def test_a_sweep_resumes_on_a_machine_without_its_folder_from_the_bucket(s3_env,
     again.close()
 
 
-def test_tuner_sweep_puts_its_spec_and_checkpoints_in_the_bucket(s3_env, tmp_path):
+def test_tuner_sweep_and_resume_put_the_spec_and_checkpoints_in_the_bucket(s3_env, tmp_path):
+    """The trial fails at iteration 4 the first time; `tuner resume --errored-only` goes on from
+    its checkpoint in the bucket and puts the next ones there too (not in the local folder)."""
     import ray
 
     from tests.tuner.cli.conftest import cli
 
     ray_address = ray.get_runtime_context().gcs_address
     spec = tmp_path / "spec.yaml"
-    spec.write_text("trainable: tests.tuner.cli.cli_trainables:checkpointed\nmetric: score\nmode: max\n"
-                    "resources: {cpu: 0.5}\nconfig: {x: 1.0, iterations: 2, sleep: 0.0, hold_after: -1}\n")
+    spec.write_text("trainable: tests.tuner.cli.cli_trainables:fails_once\nmetric: score\nmode: max\n"
+                    f"resources: {{cpu: 0.5}}\nconfig: {{iterations: 6, fail_once: {tmp_path / 'failed'}}}\n")
     env = {**s3_env.env, "TUNER_STORAGE_PATH": str(tmp_path / "local")}
     proc = cli("sweep", str(spec), "--name", "bucketed", "--address", ray_address, "--progress", "none",
                "--set", f"storage_path={s3_env.uri('cli')}", **env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "failed once" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     stored = _objects(s3_env, "cli/bucketed")
-    assert "sweep.yaml" in stored and any(name.endswith("/checkpoint_000002/state.json") for name in stored), stored
+    assert "sweep.yaml" in stored and any(name.endswith("/checkpoint_000003/state.json") for name in stored), stored
+    resumed = cli("resume", "bucketed", "--errored-only", "--address", ray_address, "--progress", "none", **env)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    stored = _objects(s3_env, "cli/bucketed")
+    assert any(name.endswith("/checkpoint_000006/state.json") for name in stored), stored
+    assert not list((tmp_path / "local" / "bucketed").glob("*/checkpoint_*")), "a checkpoint stayed local"
     shown = cli("show", "bucketed", **env)  # its store and logs stay in this machine's folder
     assert shown.returncode == 0 and "TERMINATED" in shown.stdout, shown.stdout + shown.stderr
 

@@ -19,7 +19,8 @@ from tuner import tune
 
 def train(config):
     """12 iterations (or ``iterations``), a checkpoint each, going on from its checkpoint; waits
-    ``sleep`` seconds per iteration."""
+    ``sleep`` seconds per iteration. Reports its node and how many checkpoints its folder there
+    holds."""
     start = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
@@ -31,8 +32,10 @@ def train(config):
         os.makedirs(folder, exist_ok=True)
         with open(os.path.join(folder, "s.json"), "w") as f:
             json.dump({"i": i}, f)
-        tune.report({"score": config["x"] * i, "node": ray.get_runtime_context().get_node_id(), "resumed_from": start},
-                    checkpoint=tune.Checkpoint.from_directory(folder))
+        trial_dir = tune.get_context().get_trial_dir()
+        kept = sum(1 for name in os.listdir(trial_dir) if name.startswith("checkpoint_"))
+        tune.report({"score": config["x"] * i, "node": ray.get_runtime_context().get_node_id(), "resumed_from": start,
+                     "local_checkpoints": kept}, checkpoint=tune.Checkpoint.from_directory(folder))
 
 
 class _Holder:
@@ -69,7 +72,7 @@ def main(mode: str, storage: str, name: str) -> None:
         threading.Thread(target=_release_when_alone, args=(holder,), daemon=True).start()
         analysis = tune.run(train, config={"x": 1.0, "iterations": 40, "sleep": 0.1}, resources_per_trial={"cpu": 1},
                             max_failures=3, storage_path=storage, name=name, verbose=0, raise_on_failed_trial=False)
-    report = {"trials": []}
+    report = {"trials": [], "head": ray.get_runtime_context().get_node_id()}
     for trial in analysis.trials:
         frame = analysis.trial_dataframes.get(trial.trial_id)
         report["trials"].append({
@@ -77,6 +80,10 @@ def main(mode: str, storage: str, name: str) -> None:
             "iterations": [] if frame is None else [int(i) for i in frame["training_iteration"]],
             "nodes": [] if frame is None else sorted(set(frame["node"])),
             "resumed_from": [] if frame is None else sorted(set(int(i) for i in frame["resumed_from"])),
+            # node -> (iterations run there, the most checkpoints its folder there held)
+            "per_node": {} if frame is None else {
+                node: (int((frame["node"] == node).sum()), int(frame.loc[frame["node"] == node, "local_checkpoints"].max()))
+                for node in set(frame["node"])},
             "checkpoint": trial.checkpoint.path if trial.checkpoint else None,
         })
     report["exploits"] = len(analysis.exploits)
