@@ -360,7 +360,9 @@ class Controller(ResourceChanges):
             assert isinstance(trial, Trial)  # a scheduler chooses among the controller's own trials
             if trial.status not in (TrialStatus.PENDING, TrialStatus.PAUSED) or not self._start_trial(trial):
                 break
-        if not any(t.status == TrialStatus.PENDING for t in self._trials):
+        # An idle actor waits for a trial that may take it: a pending one, or a paused one that
+        # resumes (synchronous PBT pauses every trial at each perturbation point).
+        if not any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED) for t in self._trials):
             self._pool.destroy_idle()
 
     def _can_start_more(self) -> bool:

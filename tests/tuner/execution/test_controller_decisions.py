@@ -241,3 +241,5 @@ def test_synchronous_pbt_pauses_both_trials_then_resumes_them_from_checkpoints_o
     # better from its own
     assert scores(results[worse.trial_id]) == [(1, 1.0), (2, 2.0), (3, 6.0 + new_rate), (4, 6.0 + 2 * new_rate)]
     assert scores(results[better.trial_id]) == [(i, 3.0 * i) for i in range(1, 5)]
+    # the paused trials' actors waited for them: no new process for a resume
+    assert backend.placed == 2 and backend.destroyed == 2
