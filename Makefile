@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup clean
+.PHONY: demo test check setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The developer's quick loop: lint, types, and the tests that need neither Ray, nor a cluster,
+# nor PostgreSQL (markers set in tests/conftest.py); `make test` runs everything.
+# mypy runs beside the tests (most of them wait on one core).
+check: $(STAMP)
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m mypy > .mypy.out 2>&1 & mypy=$$!; \
+	$(BIN)/python -m pytest -q -m "not slow and not cluster and not postgres"; tests=$$?; \
+	wait $$mypy; types=$$?; cat .mypy.out; rm -f .mypy.out; \
+	test $$tests -eq 0 && test $$types -eq 0
 
 clean:
 	rm -rf $(VENV) results

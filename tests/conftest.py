@@ -35,6 +35,24 @@ def pytest_unconfigure(config):
     shutil.rmtree(SESSION_HOME, ignore_errors=True)
 
 
+#: Folders whose tests run whole programs (benchmarks, examples, notebooks) on tiny budgets.
+SLOW_FOLDERS = {"benchmarks", "examples", "notebooks"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark what the developer's quick loop (``make check``) leaves out: ``slow`` for a test that
+    needs Ray (the session's, through the ``ray_session`` fixture) or runs a whole program (the
+    benchmarks, examples and notebooks folders), ``postgres`` for one that needs
+    the PostgreSQL server. ``cluster`` (tests that start Ray nodes of their own) is set by its modules."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "ray_session" in fixtures or item.path.parent.name in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+        callspec = getattr(item, "callspec", None)
+        if "postgres_url" in fixtures or (callspec is not None and "postgres" in callspec.id):
+            item.add_marker(pytest.mark.postgres)
+
+
 def pytest_collection_finish(session):
     """Start the type check in the background as soon as it is known to be wanted (see test_typecheck)."""
     if any(item.nodeid.startswith("tests/test_typecheck.py") for item in session.items):

@@ -3,11 +3,15 @@ broken link, no page left out of the navigation)."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
 
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_readme_stays_a_front_door():

@@ -7,10 +7,14 @@ test (``tests/conftest.py``), at low priority, and this test only waits for its 
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+pytestmark = pytest.mark.slow  # `make check` runs mypy itself
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.cluster
 
 
 def test_trial_survives_the_loss_of_its_node(tmp_path):

@@ -125,6 +125,7 @@ def _row(obs, action, reward, next_obs, discount):
     return tuple(np.round(obs, 5)), int(action), round(float(reward), 4), tuple(np.round(next_obs, 5)), round(float(discount), 4)
 
 
+@pytest.mark.slow  # trains to a return
 def test_cartpole_learns_in_process_and_reports_its_metrics():
     trainer = DQN(config={"env": "CartPole-v1", "seed": 0, "min_sample_timesteps_per_iteration": 1000,
                           "lr": 2.3e-3, "train_batch_size": 64, "train_freq": 256, "gradient_steps": 128,

@@ -3,6 +3,8 @@ one-hot), small enough for CI."""
 
 from __future__ import annotations
 
+import pytest
+
 from algorithms import PPO
 
 # MiniGrid-Empty-5x5: reach the green square; a random walk's return is near 0.1, an agent that
@@ -10,6 +12,7 @@ from algorithms import PPO
 TARGET = 0.8
 
 
+@pytest.mark.slow  # trains to a return
 def test_ppo_learns_minigrid_from_its_dict_observation():
     trainer = PPO(config={"env": "MiniGrid-Empty-5x5-v0", "seed": 0, "num_envs_per_worker": 8,
                           "train_batch_size": 1024, "minibatch_size": 256, "num_epochs": 4, "lr": 1e-3,

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from tests.tuner.cli.cluster import free_port, start_cluster
 from tests.tuner.cli.conftest import cli_env
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.cluster]
 
 SLOW_TRAIN = '''\
 import json, os, time

@@ -22,7 +22,8 @@ from tests.tuner.cli.cluster import add_private_node, start_cluster
 from tests.tuner.cli.conftest import cli_env
 from tests.tuner.cli.test_cluster import SLOW_SPEC, SLOW_TRAIN, results
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a node with a disk of its own needs root (unshare -m)")
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(os.geteuid() != 0, reason="a node with a disk of its own needs root (unshare -m)")]
 
 
 class TwoNodes:
