@@ -1,9 +1,12 @@
-"""The CLI under test: ``python -m tuner.cli`` in a subprocess that joins the session's Ray, and one
-real sweep (run once per session) that every verb is run against."""
+"""The CLI under test: its verbs that read a sweep run in this process through the CLI's ``main``;
+those that run, resume or stop sweeps run as ``python -m tuner.cli`` in a subprocess that joins the
+session's Ray; and one real sweep (run once per session) that every verb is run against."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import subprocess
 import sys
@@ -50,15 +53,45 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+#: Verbs that only read the store and the sweep's files: they run in this process (a subprocess
+#: costs a second of imports each); the others start, resume or stop sweeps, which own signals,
+#: exit paths and Ray connections of their own, and keep a process each.
+IN_PROCESS = frozenset({"ls", "show", "best", "export", "checkpoints"})
+
+
 def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run ``tuner ARGS`` (as ``python -m tuner.cli``) from the repository root; past ``timeout`` it
-    is killed and comes back with returncode None and what it printed so far."""
+    """Run ``tuner ARGS`` from the repository root, as ``python -m tuner.cli`` in a subprocess or,
+    for a verb of :data:`IN_PROCESS`, through ``tuner.cli.main`` here with the same environment;
+    past ``timeout`` a subprocess is killed and comes back with returncode None and what it printed
+    so far."""
+    if args and args[0] in IN_PROCESS:
+        return _cli_here(args, env)
     command = [sys.executable, "-m", "tuner.cli", *args]
     try:
         return subprocess.run(command, cwd=ROOT, env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
         return subprocess.CompletedProcess(command, None, text[0], text[1] + f"\n[killed after {timeout} s]")
+
+
+def _cli_here(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``tuner ARGS`` through the CLI's ``main`` in this process: the subprocess's environment and
+    working folder while it runs, its output captured."""
+    from tuner.cli import main
+
+    saved, cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.clear()
+        os.environ.update(cli_env(**env))
+        os.chdir(ROOT)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["tuner", *args], code, out.getvalue(), err.getvalue())
 
 
 def query_rows(db: Path, sql: str) -> list:
