@@ -37,7 +37,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from schedulers._common import arg_error
 from schedulers.trial_scheduler import ControllerLike, TrialLike, TrialScheduler
@@ -107,12 +107,25 @@ def read_policy_file(path: str | os.PathLike[str]) -> PBTPolicy:
         raise ValueError(f"{_OWNER}: could not read PBT policy file {os.fspath(path)}: {exc}") from None
 
 
-def _stored_policy(path: Path, trial_id: str, database_url: str | None) -> PBTPolicy:
-    # The store belongs to the tuner package: it is imported only when a stored sweep is named,
-    # so that importing schedulers never imports tuner (nor Ray, nor SQLAlchemy).
-    from tuner.pbt_policy import stored_policy
+#: Reads the schedule of a stored sweep's trial: ``(run_dir, trial_id, database_url) -> PBTPolicy``.
+#: The store is the tuner package's, a layer above this one: ``import tuner`` hands its reader
+#: here (:func:`set_stored_policy_reader`), so the policy comes in as data and this package
+#: imports nothing of tuner.
+StoredPolicyReader = Callable[[Path, str, "str | None"], PBTPolicy]
+_stored_policy_reader: StoredPolicyReader | None = None
 
-    return stored_policy(path, trial_id, database_url=database_url)
+
+def set_stored_policy_reader(reader: StoredPolicyReader | None) -> None:
+    """Set the function that reads a stored sweep's PBT schedule (``tuner`` sets it on import)."""
+    global _stored_policy_reader
+    _stored_policy_reader = reader
+
+
+def _stored_policy(path: Path, trial_id: str, database_url: str | None) -> PBTPolicy:
+    if _stored_policy_reader is None:
+        raise ValueError(f"{_OWNER}: {os.fspath(path)!r} is a stored sweep, which the tuner package reads: import "
+                         "tuner first, or pass a PBT policy file")
+    return _stored_policy_reader(path, trial_id, database_url)
 
 
 class PopulationBasedTrainingReplay(TrialScheduler):

@@ -4,6 +4,9 @@
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from schedulers.pbt_replay import set_stored_policy_reader
 
 try:
     __version__ = version("tuner-rl")
@@ -11,6 +14,17 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
 __all__ = ["__version__", "export_pbt_policy", "export_tensorboard", "tune"]
+
+
+def _read_stored_policy(path: Any, trial_id: str, database_url: str | None) -> Any:
+    """The schedule of a stored PBT trial, for ``PopulationBasedTrainingReplay(run_dir, trial_id)``."""
+    from tuner.pbt_policy import stored_policy
+
+    return stored_policy(path, trial_id, database_url=database_url)
+
+
+# The replay scheduler lives a layer below the store: it is handed the reader, never imports it.
+set_stored_policy_reader(_read_stored_policy)
 
 
 def __getattr__(name: str):  # noqa: ANN202 - lazy: ``import tuner`` stays light

@@ -151,6 +151,22 @@ def test_docstring_examples(module):
     assert failures == 0
 
 
+def test_no_scheduler_module_imports_tuner_or_algorithms_even_lazily():
+    """schedulers/ is the lowest layer: what it needs from above (a stored sweep's PBT schedule)
+    is handed to it (``set_stored_policy_reader``)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "schedulers"
+    offending = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            offending += [f"{path.name} imports {n}" for n in names if n.split(".")[0] in ("tuner", "algorithms")]
+    assert offending == []
+
+
 def test_package_is_pure_python():
     import subprocess
     import sys
