@@ -13,25 +13,7 @@ sample into the replay buffer, learn from it, keep the target network behind.
     tune.run("DQN", config={"env": "CartPole-v1", "lr": tune.loguniform(1e-4, 3e-3)},
              metric="episode_return_mean", mode="max", stop={"env_steps_total": 100_000})
 
-Defaults, and why
------------------
-Keys and defaults follow RLlib's DQN where it has them (``lr``, ``gamma``, ``train_batch_size``:
-transitions per update, ``replay_buffer_config={"capacity": ...}``,
-``num_steps_sampled_before_learning_starts``, ``target_network_update_freq`` in env steps,
-``tau``, ``n_step``, ``double_q``, ``dueling``, the ``epsilon`` schedule, a 256x256 relu network,
-``min_sample_timesteps_per_iteration``, ``store_buffer_in_checkpoints``) and SB3's for the
-cadence RLlib expresses otherwise: ``train_freq`` env steps are sampled (over all workers and
-envs together), then ``gradient_steps`` updates are made (RLlib's ``training_intensity`` is
-``gradient_steps * train_batch_size / train_freq``). An iteration repeats that until it has
-sampled ``min_sample_timesteps_per_iteration`` env steps. Two defaults depart from RLlib's:
-``n_step`` is 3 (Rainbow's and Dopamine's) and ``train_batch_size`` 128 (CleanRL's and Dopamine's
-for classic control); ``DQN_DEFAULTS`` says why.
-
-Exploration: epsilon-greedy, epsilon interpolated over env steps from the ``epsilon`` schedule
-(``[[env_steps, epsilon], ...]``). With rollout actors and ``per_worker_exploration`` (Ape-X),
-actor ``i`` of ``N`` uses ``epsilon ** (1 + 7 (i - 1) / (N - 1))``: the first follows the
-schedule, the others explore less and less (Ape-X's ``0.4 ** (1 + 7 i / (N - 1))`` when the
-schedule ends at 0.4). Fragments go into the replay buffer whatever weights sampled them.
+Its defaults, and why each: docs/algorithms.md (DQN).
 """
 
 from __future__ import annotations

@@ -15,43 +15,7 @@ actors) or any module of the model contract (``algorithms/shared/models.py``).
     tune.run("PPO", config={"env": "CartPole-v1", "lr": tune.loguniform(1e-4, 3e-3)},
              metric="episode_return_mean", mode="max", stop={"env_steps_total": 100_000})
 
-Defaults, and why
------------------
-Keys and meanings follow RLlib's PPO (``lr``, ``gamma``, ``lambda``, ``clip_param``,
-``vf_clip_param``, ``vf_loss_coeff``, ``entropy_coeff``, ``train_batch_size``, ``minibatch_size``,
-``num_epochs``, ``num_workers``, ``num_envs_per_worker``). The objective's defaults are the usual
-PPO ones: gamma 0.99, lambda 0.95, clip 0.2, value loss coefficient 0.5, no entropy bonus, no
-value clipping, separate 64x64 tanh policy and value networks, Adam, gradient norm 0.5,
-advantages normalised over the train batch (as RLlib). The batch shape and the learning rate
-are chosen for speed on small problems. "Solved" is benchmarks/ppo_cartpole.py's rule: the mean
-return of the last 100 episodes reaches 475 on CartPole-v1 within 100k env steps.
-
-* ``num_envs_per_worker=16, train_batch_size=2048`` (128 steps of each env per iteration),
-  ``minibatch_size=512, num_epochs=10, lr=2.5e-3``: the shape that solved on every seed tried,
-  with the fewest SGD updates of the shapes compared (smaller batches or a lower rate solve on
-  fewer seeds, larger ones later; rl-zoo's shape, 8 envs x 32 steps, one minibatch of 256, 20
-  epochs, needs several times as many updates per env step). The seed counts behind this are in
-  benchmarks/RESULTS.md ("PPO's defaults on CartPole-v1").
-* Learning is most of a CartPole run, on one thread (the learner's torch threads are
-  ``int(num_cpus_for_learner)``; a second thread does not speed up a network this small). For a
-  network this small the number of calls is the cost, so the built-in separate tanh MLPs with
-  Discrete actions learn in numpy, the loss's gradient derived by hand (``algorithms/ppo/numpy_learner.py``,
-  tested equal to autograd) and Adam stepped on ``FlatAdam``'s flat buffer: ``learner="numpy"``,
-  which ``learner="auto"`` chooses where it applies. Everything else (Box and MultiDiscrete
-  actions, other activations, shared layers, a model of one's own, a GPU, other optimisers)
-  learns with ``learner="torch"``: autograd and ``torch.optim`` over one flat parameter buffer
-  (``algorithms/shared/flat_params.py``). benchmarks/ppo_cartpole.py times both next to SB3.
-* ``num_workers=0``: sample in the learner's process, like RLlib's local env runner. On CartPole
-  a fragment is cheaper to sample than to ship, and on two cores a learner and its rollout
-  actors compete for the same CPUs, so rollout actors do not pay off there; they do with slow
-  or uneven environments (benchmarks/lockstep.py, benchmarks/slow_sim.py) and more cores, where
-  ``num_workers="auto"`` starts them. ``sample_async=True`` streams: each actor steps without
-  pause and only the steps sampled while new weights travel are behind (``WorkerGroup.stream``);
-  request-based asynchronous sampling (``max_requests_in_flight_per_worker``) learns less per
-  env step, as a whole fragment is sampled with the previous iteration's weights.
-* Rollout inference runs in numpy on views of the torch parameters (``ActorCritic.act``): for a
-  vector step of 16 CartPole envs, torch's per-call cost is more than the env step itself
-  (benchmarks/sampling.py prints both).
+Its defaults, and why each: docs/algorithms.md (PPO).
 """
 
 from __future__ import annotations

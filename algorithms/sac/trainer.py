@@ -14,17 +14,7 @@ never import torch), then the trainer: sample into the replay buffer
     tune.run("SAC", config={"env": "Pendulum-v1", "lr": tune.loguniform(1e-4, 3e-3)},
              metric="episode_return_mean", mode="max", stop={"env_steps_total": 20_000})
 
-Defaults, and why
------------------
-Keys and defaults follow RLlib's SAC (``tau``, ``initial_alpha``, ``target_entropy="auto"``:
-minus the action dimension, ``twin_q``, ``n_step``, ``train_batch_size=256``, a replay buffer of
-a million transitions, 256x256 relu networks) and SB3's for what RLlib spells otherwise: one
-``lr`` for the actor, the critics and the temperature; ``train_freq=1, gradient_steps=1`` (one
-update per env step); the first ``num_steps_sampled_before_learning_starts`` (100) env steps
-take uniformly random actions. The update is SB3's order: temperature (the losses below use its value from before this step), critics (to
-``r + gamma^n (min_i Q'_i(s', a') - alpha log pi(a'|s'))``, ``a' ~ pi(.|s')``), actor (``alpha
-log pi(a|s) - min_i Q_i(s, a)``), then the target critics move ``tau`` towards the critics.
-The replay buffer holds actions squashed to [-1, 1]; the env gets them scaled to its bounds.
+Its defaults, and why each: docs/algorithms.md (SAC).
 """
 
 from __future__ import annotations
