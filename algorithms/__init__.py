@@ -2,21 +2,20 @@
 
 >>> from algorithms import DQN, PPO, SAC, register_env
 
-Importing the package registers ``tuner/SlowCartPole-v1`` with gymnasium (``algorithms/shared/envs.py``).
+Importing the package registers ``tuner/SlowCartPole-v1`` with gymnasium (``algorithms/envs/builtin.py``).
 The trainers are imported on first use: a rollout actor imports this package for its worker
 class and must not pay for torch, which only learners need.
 """
 
 from typing import Any
 
-from algorithms.shared import envs as _envs
-from algorithms.shared.rollout import register_env
+from algorithms.core.names import TRAINERS, trainer_class
+from algorithms.envs import builtin as _envs
+from algorithms.envs.registry import register_env
 
 _envs.register()
 
 __all__ = ["DQN", "PPO", "SAC", "load_agent", "register_env"]
-
-_TRAINERS = {"PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac"}
 
 
 def load_agent(checkpoint: str, config: dict[str, Any] | None = None) -> Any:
@@ -26,14 +25,12 @@ def load_agent(checkpoint: str, config: dict[str, Any] | None = None) -> Any:
 
     >>> agent = load_agent("s3://bucket/sweeps/my_sweep/PPO_1a2b3_00000/checkpoint_000010")  # doctest: +SKIP
     """
-    from algorithms.shared.agent import load_trainer
+    from algorithms.core.agent import load_trainer
 
     return load_trainer(checkpoint, config)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _TRAINERS:
-        import importlib
-
-        return getattr(importlib.import_module(_TRAINERS[name]), name)
+    if name in TRAINERS:
+        return trainer_class(name)
     raise AttributeError(f"module 'algorithms' has no attribute {name!r}")

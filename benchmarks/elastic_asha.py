@@ -277,7 +277,7 @@ def summarize(runs: list[list[dict[str, Any]]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     configs = trial_configs(args)
-    from algorithms.shared.envs import measure_mean_step
+    from algorithms.envs.builtin import measure_mean_step
 
     env_config = {"fast_ms": args.fast_ms, "slow_ms": args.slow_ms, "slow_prob": args.slow_prob}
     mean_step = measure_mean_step(env_config)

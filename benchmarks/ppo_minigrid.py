@@ -6,7 +6,7 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
 
 * the env: ``MiniGrid-DoorKey-5x5-v0`` with its Dict observation less ``mission`` (a text space):
   ``direction`` (Discrete(4)) and ``image`` (7x7x3 uint8, the agent's partial view). Ours gets it
-  from ``preprocessing="auto"`` (``algorithms/shared/env_presets.py``); SB3 from gymnasium's
+  from ``preprocessing="auto"`` (``algorithms/envs/presets.py``); SB3 from gymnasium's
   ``FilterObservation(env, ["direction", "image"])``, the same wrapper, inside SB3's ``Monitor``.
   MiniGrid's image is not pixels but codes (object 0-10, colour 0-5, state 0-2): both systems'
   CNNs scale uint8 by 1/255 (ours: ``ImageCNN``; SB3: ``normalize_images``), which leaves the
@@ -18,7 +18,7 @@ The work, the same for both systems, on every seed (default 0, 1, 2):
   a perfect episode returns about 0.96) within ``--max-steps`` env steps (default 100,000), checked
   after each iteration (n_envs x 128 steps and the updates on them: ours after ``trainer.train()``,
   SB3 at ``on_rollout_end``, timed at the next ``on_rollout_start``, after the update, as ours);
-* the network, built-in in ours (``algorithms/shared/models.py`` ``EncoderModel``) and a custom
+* the network, built-in in ours (``algorithms/models/contract.py`` ``EncoderModel``) and a custom
   ``BaseFeaturesExtractor`` under SB3's ``MultiInputPolicy``, one encoder shared by policy and value:
   the image, scaled /255, through three 2x2 convolutions (16, 32, 64 channels, stride 1, ReLU) and
   a linear layer to 512 (ReLU) (``ImageCNN`` "small"), concatenated with the one-hot direction

@@ -11,7 +11,7 @@ sampling ``--batch-per-actor`` (256) env steps per iteration, the PPO defaults o
   warm-up (the first iteration, which starts the actors, more until every actor is up, and one
   untimed iteration so that fragments sampled ahead are not counted), against the ideal
   N / mean step time, the mean step measured on this machine just before each point
-  (``algorithms.shared.envs.measure_mean_step``: ``time.sleep`` overshoots, more so on a busy machine);
+  (``algorithms.envs.builtin.measure_mean_step``: ``time.sleep`` overshoots, more so on a busy machine);
 * CPU, read from ``/proc`` (utime + stime of each process, and ``/proc/stat`` for the machine)
   at both ends of the measured interval, and again over ``--idle-seconds`` (4) with the actors at
   rest (no requests: the queued fragments are left to finish first), split into the rollout
@@ -85,7 +85,7 @@ MAX_WARMUP_ITERATIONS = 30
 def _busy_cartpole_class() -> type:
     from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
-    from algorithms.shared.envs import SlowCartPole
+    from algorithms.envs.builtin import SlowCartPole
 
     class BusyCartPole(SlowCartPole):
         """SlowCartPole whose step burns CPU (a busy loop) for its step time instead of sleeping."""
@@ -109,7 +109,7 @@ def busy_env_creator(env_config: dict[str, Any]) -> Any:
 
 def measure_busy_mean_step(env_config: dict[str, Any], fast_steps: int = 200, slow_steps: int = 5) -> float:
     """Seconds per step of one BusyCartPole: its fast and slow steps timed apart, weighted by slow_prob."""
-    from algorithms.shared.envs import measure_mean_step
+    from algorithms.envs.builtin import measure_mean_step
 
     return measure_mean_step(env_config, fast_steps, slow_steps, env_class=_busy_cartpole_class())
 
@@ -555,7 +555,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     warnings.filterwarnings("ignore")
-    from algorithms.shared.envs import ENV_ID, measure_mean_step
+    from algorithms.envs.builtin import ENV_ID, measure_mean_step
 
     env_config = {"fast_ms": args.fast_ms, "slow_ms": args.slow_ms, "slow_prob": args.slow_prob}
     env, measure = (BUSY_ENV, measure_busy_mean_step) if args.cpu_bound else (ENV_ID, measure_mean_step)

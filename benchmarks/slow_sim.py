@@ -32,7 +32,7 @@ CPU-bound simulator needs a real core per env, e.g. the device machine's 16 when
 
 Printed per system: the sweep's seconds (and Ray's start inside it), env steps, env steps/s, the
 fraction of the ideal (concurrency x envs / the mean step time measured on this machine by
-``algorithms.shared.envs.measure_mean_step``: what the simulators could give if nothing else took time),
+``algorithms.envs.builtin.measure_mean_step``: what the simulators could give if nothing else took time),
 the same fraction with Ray's start left out ("Ray up": a cluster that is already running),
 the mean over trials of the 100-episode mean return at equal env steps (each trial's curve read
 at the smallest final step count of all trials of all systems, interpolated linearly between the
@@ -344,7 +344,7 @@ def run_once(work: Workload, systems: list[str], storage: str, rotate: int = 0) 
     """Every chosen system once, starting with the ``rotate``-th (repeats start with each system
     in turn, so a drift in the machine's load does not always fall on the same one); returns the
     outcomes in table order (ours first), our analysis and the measured mean step."""
-    from algorithms.shared.envs import measure_mean_step
+    from algorithms.envs.builtin import measure_mean_step
 
     mean_step = measure_mean_step(work.env_config)
     ideal = min(work.concurrency, work.trials) * work.envs / mean_step

@@ -1,9 +1,9 @@
 """Your own algorithm on the trainer base: A2C (Mnih et al. 2016, synchronous) in one page.
 
-``DistributedTrainer`` (algorithms/shared/trainer.py) gives an algorithm its rollout actors (reused
+``DistributedTrainer`` (algorithms/core/trainer.py) gives an algorithm its rollout actors (reused
 from trial to trial, replaced when one dies), weights sent every iteration, config checking with
 the key named, episode metrics, checkpoints, a GPU learner and the model contract; the algorithm
-writes what is its own: its keys, how fragments become a train batch (``algorithms.fragment``), and
+writes what is its own: its keys, how fragments become a train batch (``algorithms.sampling.fragment``), and
 the update. The
 policy is the base's: the module ``config["model"]`` describes (the built-in MLP or the user's),
 as a ``TorchPolicy`` (acting, and the loss's log-probabilities on any action space); this one
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.fragment import Fragment, TrainBatch, concat_batches
-from algorithms.shared.learner_config import make_optimizer, set_lr
-from algorithms.shared.gae import compute_gae
-from algorithms.shared.trainer import DistributedTrainer, check
+from algorithms.sampling.fragment import Fragment, TrainBatch, concat_batches
+from algorithms.core.learner_config import make_optimizer, set_lr
+from algorithms.data.gae import compute_gae
+from algorithms.core.trainer import DistributedTrainer, check
 from schedulers.validation import is_number
 
 

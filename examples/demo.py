@@ -1,6 +1,6 @@
 """The README's main job: an ASHA sweep of distributed PPO trials on a slow simulator, in SQLite.
 
-The env is ``tuner/SlowCartPole-v1`` (``algorithms/shared/envs.py``): CartPole's dynamics behind a step
+The env is ``tuner/SlowCartPole-v1`` (``algorithms/envs/builtin.py``): CartPole's dynamics behind a step
 that sleeps 1 ms, and 20 ms one time in 50, the shape of a CPU simulator with hiccups. Sleeping
 lets two cores host a cluster's worth of simulators; a real one needs a core per env.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from algorithms.shared.envs import measure_mean_step
+from algorithms.envs.builtin import measure_mean_step
 from schedulers import ASHAScheduler
 from tuner import tune
 

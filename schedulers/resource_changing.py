@@ -7,7 +7,7 @@ Pure Python, no Ray import. Names, arguments and the allocation maths follow Ray
 
 How a change is applied is the controller's (:class:`ResourceControllerLike`): a trainable that
 takes new resources while it runs (our trainers: their rollout actors grow and shrink with their
-bundles, see ``algorithms/shared/trainer.py``) gets them in place and the decision stays
+bundles, see ``algorithms/core/trainer.py``) gets them in place and the decision stays
 CONTINUE; any other trial is paused at a checkpoint and restarted with the new resources, which
 is what Ray Tune does for every trial. Resources are placement-group bundles as plain data: a
 list of dicts like ``[{"CPU": 1.0}, {"CPU": 0.5}]`` (bundle 0 hosts the trial itself).

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from algorithms.shared.learner_config import make_optimizer
-from algorithms.shared.numpy_mlp import linear, linear_layers, mlp
-from algorithms.shared.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
-from algorithms.shared.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
-from algorithms.shared.trainer import check
+from algorithms.core.learner_config import make_optimizer
+from algorithms.models.numpy_mlp import linear, linear_layers, mlp
+from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
+from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
+from algorithms.core.trainer import check
 from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], acti
     """An MLP ``body`` and a head of ``num_actions`` Q-values; dueling: Q = V + A - mean(A)."""
     from torch import nn
 
-    from algorithms.shared.activations import ACTIVATION_MODULES as activations
+    from algorithms.models.activations import ACTIVATION_MODULES as activations
 
     class QNetwork(nn.Module):
         def __init__(self) -> None:
@@ -96,10 +96,10 @@ def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], acti
 def image_q_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
     """The built-in Q network for observations with images, as a module of the model contract
     (rollout actors run it in torch): the space's encoder (a CNN per image:
-    ``algorithms/shared/encoders.py``), then :func:`make_q_network`'s layers on its features."""
+    ``algorithms/models/encoders.py``), then :func:`make_q_network`'s layers on its features."""
     from torch import nn
 
-    from algorithms.shared.encoders import Encoder
+    from algorithms.models.encoders import Encoder
 
     encoder = Encoder(observation_space, model_config["cnn"])
     head = make_q_network(encoder.features, int(action_space.n), list(model_config["hidden_sizes"]),
@@ -110,7 +110,7 @@ def image_q_model(observation_space: Any, action_space: Any, model_config: dict[
 class NumpyQPolicy:
     """Epsilon-greedy actions of a Q network given as ``state_dict`` arrays, in numpy.
 
-    The rollout worker's policy interface (``algorithms/shared/rollout.py``): ``act`` returns the
+    The rollout worker's policy interface (``algorithms/sampling/rollout_worker.py``): ``act`` returns the
     actions and zeros for the log-probabilities and values an on-policy learner would use.
     ``load_weights`` takes the arrays and ``"__epsilon__"``: one epsilon per worker index.
     """
@@ -152,7 +152,7 @@ class NumpyQPolicy:
         return linear(h, self._value) + a - a.mean(-1, keepdims=True)
 
     def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 
     def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
@@ -189,7 +189,7 @@ def build_q_module(model: Any, model_config: dict[str, Any], observation_space: 
     import torch
     from torch import nn
 
-    from algorithms.shared.models import _name
+    from algorithms.models.contract import _name
 
     where = f"config key 'model' ({_name(model)})"
     module = model(observation_space, action_space, dict(model_config))
@@ -227,7 +227,7 @@ class TorchQPolicy:
         self.worker_index = worker_index
 
     def load_weights(self, weights: dict[str, np.ndarray]) -> None:
-        from algorithms.shared.torch_policy import load_state_arrays
+        from algorithms.models.torch_policy import load_state_arrays
 
         load_state_arrays(self.module, {k: v for k, v in weights.items() if k != "__epsilon__"})
         epsilons = np.asarray(weights["__epsilon__"])
@@ -240,7 +240,7 @@ class TorchQPolicy:
             return self.module(self.obs_space.model_input(to_tensors(obs, self.device))).float().cpu().numpy()
 
     def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 
     def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
@@ -303,7 +303,7 @@ class QPolicy:
         return {**{k: np.array(v) for k, v in self._arrays().items()}, "__epsilon__": self.epsilons.copy()}
 
     def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 
     def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
@@ -324,8 +324,8 @@ class DQN(OffPolicyTrainer):
     ``config["model"]``: the built-in network's options, or ``model(observation_space,
     action_space, model_config) -> torch.nn.Module`` whose ``forward(obs)`` returns Q-values of
     shape (batch, actions) (observations shaped as the space's; rollout actors then run it in torch).
-    See ``DQN_DEFAULTS``, ``algorithms.shared.off_policy.OFF_POLICY_DEFAULTS`` and
-    ``algorithms.shared.trainer.COMMON_DEFAULTS`` for the keys; ``learning_starts`` is accepted for
+    See ``DQN_DEFAULTS``, ``algorithms.core.off_policy.OFF_POLICY_DEFAULTS`` and
+    ``algorithms.core.trainer.COMMON_DEFAULTS`` for the keys; ``learning_starts`` is accepted for
     ``num_steps_sampled_before_learning_starts``.
     """
 
@@ -365,7 +365,7 @@ class DQN(OffPolicyTrainer):
 
         import torch
 
-        from algorithms.shared.encoders import has_image
+        from algorithms.models.encoders import has_image
 
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)

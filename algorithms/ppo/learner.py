@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from algorithms.fragment import TrainBatch
-from algorithms.shared.observations import Obs, index
+from algorithms.sampling.fragment import TrainBatch
+from algorithms.data.observations import Obs, index
 
 if TYPE_CHECKING:
     import torch

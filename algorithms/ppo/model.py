@@ -16,11 +16,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from algorithms.shared.activations import tanh
+from algorithms.models.activations import tanh
 from algorithms.ppo.narrow_matmul import narrow_baddbmm
 from algorithms.ppo.numpy_policy import NumpyActorCritic
-from algorithms.shared.observations import Obs, ObsSpace, to_tensors
-from algorithms.shared.torch_policy import load_state_arrays, state_arrays
+from algorithms.data.observations import Obs, ObsSpace, to_tensors
+from algorithms.models.torch_policy import load_state_arrays, state_arrays
 
 _ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from algorithms.ppo.learner import PPOLearner, StepOut
-from algorithms.shared.flat_adam import FlatAdam
-from algorithms.shared.learner_config import OPTIMIZERS
-from algorithms.shared.observations import Obs
+from algorithms.optim.flat_adam import FlatAdam
+from algorithms.core.learner_config import OPTIMIZERS
+from algorithms.data.observations import Obs
 
 if TYPE_CHECKING:
     import torch

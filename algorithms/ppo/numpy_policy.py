@@ -21,9 +21,9 @@ from typing import Any, Mapping
 import gymnasium as gym
 import numpy as np
 
-from algorithms.shared.distributions import gaussian_logp, sample_categorical
-from algorithms.shared.numpy_mlp import ACTIVATIONS
-from algorithms.shared.observations import ObsSpace
+from algorithms.models.distributions import gaussian_logp, sample_categorical
+from algorithms.models.numpy_mlp import ACTIVATIONS
+from algorithms.data.observations import ObsSpace
 
 
 class NumpyActorCritic:

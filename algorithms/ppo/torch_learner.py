@@ -1,6 +1,6 @@
 """PPO's learner through autograd and ``torch.optim``: any network of the model contract, any
 action space, any device. The parameters sit in one flat buffer where they allow it
-(``algorithms/shared/flat_params.py``): one tensor to zero, clip and step."""
+(``algorithms/optim/flat_params.py``): one tensor to zero, clip and step."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from algorithms.ppo.learner import PPOLearner, StepOut
-from algorithms.shared.observations import Obs, to_tensors
-from algorithms.shared.learner_config import make_optimizer, set_lr, to_cpu
+from algorithms.data.observations import Obs, to_tensors
+from algorithms.core.learner_config import make_optimizer, set_lr, to_cpu
 
 if TYPE_CHECKING:
     import torch
@@ -21,8 +21,8 @@ class TorchPPOLearner(PPOLearner):
     name = "torch"
 
     def __init__(self, policy: Any, torch_rng: torch.Generator, device: Any, c: Mapping[str, Any]) -> None:
-        from algorithms.shared.flat_params import FlatParameters
-        from algorithms.shared.optimizer_step import lean_step
+        from algorithms.optim.flat_params import FlatParameters
+        from algorithms.optim.optimizer_step import lean_step
 
         super().__init__(policy, torch_rng)
         self.device = device

@@ -1,9 +1,9 @@
 """Proximal Policy Optimization (Schulman et al. 2017), as a trial that owns its rollout actors.
 
 Read top to bottom: config and defaults, advantages (GAE), the trainer that ties them to the
-worker group of ``algorithms/shared/trainer.py`` (rollouts: ``algorithms/shared/rollout.py``), the PPO update.
+worker group of ``algorithms/core/trainer.py`` (rollouts: ``algorithms/sampling/rollout_worker.py``), the PPO update.
 The network is the built-in one (``algorithms/ppo/model.py``, acting in numpy in the rollout
-actors) or any module of the model contract (``algorithms/shared/models.py``).
+actors) or any module of the model contract (``algorithms/models/contract.py``).
 
     from algorithms import PPO
     trainer = PPO(config={"env": "CartPole-v1"})
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from algorithms.shared.learner_config import is_builtin
+from algorithms.core.learner_config import is_builtin
 from algorithms.ppo.numpy_policy import make_numpy_actor_critic
-from algorithms.fragment import Fragment, TrainBatch, concat_batches
-from algorithms.shared.gae import compute_gae
-from algorithms.shared.observations import flatten_lead, index, to_tensors
-from algorithms.shared.trainer import DistributedTrainer, check
+from algorithms.sampling.fragment import Fragment, TrainBatch, concat_batches
+from algorithms.data.gae import compute_gae
+from algorithms.data.observations import flatten_lead, index, to_tensors
+from algorithms.core.trainer import DistributedTrainer, check
 from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ PPO_DEFAULTS: dict[str, Any] = {
     # against the current policy and each sample weighted by pi_current / pi_behaviour, clipped here
     "is_ratio_clip": 2.0,
     # the built-in network's layer sizes and activation (shorthands of model={"hidden_sizes": ...,
-    # "activation": ...}; "model" and "model_config" take a network of one's own: algorithms/shared/models.py)
+    # "activation": ...}; "model" and "model_config" take a network of one's own: algorithms/models/contract.py)
     "hidden_sizes": [64, 64],
     "activation": "tanh",
     # "numpy": the hand-derived gradient (the built-in separate tanh MLP, Discrete actions, CPU, Adam);
@@ -80,7 +80,7 @@ class PPO(DistributedTrainer):
     """PPO with clipped surrogate, GAE, optional value clipping and entropy bonus.
 
     A ``tune.Trainable``: ``tune.run("PPO", config={"env": ...})``. See ``PPO_DEFAULTS`` and
-    ``algorithms.shared.trainer.COMMON_DEFAULTS`` for the keys; ``lambda`` is accepted for ``lambda_``.
+    ``algorithms.core.trainer.COMMON_DEFAULTS`` for the keys; ``lambda`` is accepted for ``lambda_``.
     """
 
     _name = "PPO"
@@ -137,7 +137,7 @@ class PPO(DistributedTrainer):
 
     # -- building ------------------------------------------------------------------------------
     def _policy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
-        from algorithms.shared.observations import ObsSpace
+        from algorithms.data.observations import ObsSpace
 
         return {
             "obs_dim": ObsSpace(observation_space).flat_dim,
@@ -154,7 +154,7 @@ class PPO(DistributedTrainer):
         run in numpy; else a module of the model contract (``TorchPolicy``)."""
         import gymnasium as gym
 
-        from algorithms.shared.encoders import has_image
+        from algorithms.models.encoders import has_image
 
         return (_stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
                 and not has_image(observation_space))
@@ -348,7 +348,7 @@ def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None, observat
     if action_space is not None and not isinstance(action_space, gym.spaces.Discrete):
         return f"action space {action_space}"
     if observation_space is not None:
-        from algorithms.shared.encoders import has_image
+        from algorithms.models.encoders import has_image
 
         if has_image(observation_space):
             return "image observations (a CNN)"

@@ -4,7 +4,7 @@ as a trial that owns its rollout actors.
 Read top to bottom: config and defaults, the networks (a tanh-squashed Gaussian actor and twin Q
 critics in torch, for the learner; the actor's numpy twin, what the rollout actors run: they
 never import torch), then the trainer: sample into the replay buffer
-(``algorithms/shared/off_policy.py``), learn from it.
+(``algorithms/core/off_policy.py``), learn from it.
 
     from algorithms import SAC
     trainer = SAC(config={"env": "Pendulum-v1"})
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from algorithms.shared.learner_config import make_optimizer
-from algorithms.shared.numpy_mlp import linear, linear_layers, mlp
-from algorithms.shared.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
-from algorithms.shared.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
-from algorithms.shared.trainer import check
+from algorithms.core.learner_config import make_optimizer
+from algorithms.models.numpy_mlp import linear, linear_layers, mlp
+from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
+from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
+from algorithms.core.trainer import check
 from schedulers.validation import is_number
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> Any:
     from torch import nn
 
-    from algorithms.shared.activations import ACTIVATION_MODULES as activations
+    from algorithms.models.activations import ACTIVATION_MODULES as activations
 
     layers: list[nn.Module] = []
     for size in hidden_sizes:
@@ -93,12 +93,12 @@ def make_critic(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation:
                 observation_space: Any = None, cnn: str = "auto") -> Any:
     """One or two Q(s, a) MLPs on the observation and the squashed action, concatenated. With an
     ``observation_space`` (one with images), the observation goes through the space's encoder
-    first (a CNN per image: ``algorithms/shared/encoders.py``), shared by the Q heads, and the
+    first (a CNN per image: ``algorithms/models/encoders.py``), shared by the Q heads, and the
     critic takes observations as ``ObsSpace.model_input`` gives them; else flattened."""
     import torch
     from torch import nn
 
-    from algorithms.shared.encoders import Encoder
+    from algorithms.models.encoders import Encoder
 
     class Critic(nn.Module):
         def __init__(self) -> None:
@@ -123,7 +123,7 @@ def image_actor_model(observation_space: Any, action_space: Any, model_config: d
     means and log stds (``dist_inputs``)."""
     from torch import nn
 
-    from algorithms.shared.encoders import Encoder
+    from algorithms.models.encoders import Encoder
 
     encoder = Encoder(observation_space, model_config["cnn"])
     act_dim = int(np.prod(action_space.shape))
@@ -177,7 +177,7 @@ class NumpySquashedGaussian:
         return linear(h, self._mean), np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
 
     def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 
     def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
@@ -214,7 +214,7 @@ def make_module_actor(model: Any, model_config: dict[str, Any], observation_spac
     import torch
     from torch import nn
 
-    from algorithms.shared.models import _name
+    from algorithms.models.contract import _name
 
     act_dim = int(np.prod(action_space.shape))
     where = f"config key 'model' ({_name(model)})"
@@ -265,7 +265,7 @@ class TorchSquashedGaussian(NumpySquashedGaussian):
         self.obs_space = ObsSpace(observation_space)
 
     def load_weights(self, weights: dict[str, np.ndarray]) -> None:
-        from algorithms.shared.torch_policy import load_state_arrays
+        from algorithms.models.torch_policy import load_state_arrays
 
         load_state_arrays(self.actor, {k: v for k, v in weights.items() if k != "__uniform__"})
         self.uniform = bool(np.asarray(weights["__uniform__"]))
@@ -297,7 +297,7 @@ class SACPolicy:
         self.numpy_kwargs, self.device = numpy_kwargs, device
         self.builtin = builtin
         self.obs_space = ObsSpace(numpy_kwargs["observation_space"])
-        from algorithms.shared.encoders import has_image
+        from algorithms.models.encoders import has_image
 
         self.image_critics = has_image(numpy_kwargs["observation_space"])
         bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape", "observation_space")}
@@ -349,7 +349,7 @@ class SACPolicy:
                 "__uniform__": np.asarray(self._numpy.uniform, dtype=np.float32)}
 
     def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.fragment.RolloutPolicy``)."""
+        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 
     def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
             new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
@@ -369,7 +369,7 @@ class SAC(OffPolicyTrainer):
     built-in networks' options, or ``model(observation_space, action_space, model_config) ->
     torch.nn.Module`` for the actor (see :func:`make_module_actor`; rollout actors then run it in
     torch). See ``SAC_DEFAULTS``,
-    ``algorithms.shared.off_policy.OFF_POLICY_DEFAULTS`` and ``algorithms.shared.trainer.COMMON_DEFAULTS`` for
+    ``algorithms.core.off_policy.OFF_POLICY_DEFAULTS`` and ``algorithms.core.trainer.COMMON_DEFAULTS`` for
     the keys; ``learning_starts`` is accepted for ``num_steps_sampled_before_learning_starts``.
     """
 
@@ -407,7 +407,7 @@ class SAC(OffPolicyTrainer):
     def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
         import torch
 
-        from algorithms.shared.encoders import has_image
+        from algorithms.models.encoders import has_image
 
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)

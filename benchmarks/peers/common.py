@@ -143,12 +143,12 @@ _ENV_MODULE = "_slow_sim_envs"
 
 
 def _slow_cartpole_class() -> type:
-    """``algorithms.shared.envs.SlowCartPole``, loaded from its file alone: importing the package would
+    """``algorithms.envs.builtin.SlowCartPole``, loaded from its file alone: importing the package would
     import torch and Ray into every simulator process of SB3 (seconds each, at every trial start),
     a cost no SB3 user has."""
     module = sys.modules.get(_ENV_MODULE)
     if module is None:
-        spec = importlib.util.spec_from_file_location(_ENV_MODULE, ROOT / "algorithms" / "shared" / "envs.py")
+        spec = importlib.util.spec_from_file_location(_ENV_MODULE, ROOT / "algorithms" / "envs" / "builtin.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[_ENV_MODULE] = module
         spec.loader.exec_module(module)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from algorithms import PPO
-from tests.algorithms.shared.test_models import SMALL, make_my_model
+from tests.algorithms.models.test_models import SMALL, make_my_model
 from tuner import tune
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

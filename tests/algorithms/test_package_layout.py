@@ -1,5 +1,6 @@
-"""The algorithms' folders keep their shape: no trainer imports another trainer's modules, and
-what the trainers share imports none of them (``algorithms/shared/__init__.py``)."""
+"""The algorithms' folders keep their shape: one folder per algorithm and one per role; no trainer
+imports another trainer's modules, the role folders import none of them, and no module of the
+three packages takes part in an import cycle (lazy imports count)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "algorithms"
 TRAINERS = ("ppo", "dqn", "sac")
+ROLES = ("core", "sampling", "envs", "models", "data", "optim")
 
 
 def _imports(path: Path) -> set[str]:
@@ -33,7 +35,13 @@ def _trainer_of(module: str) -> str | None:
     return name if name in TRAINERS else None
 
 
-@pytest.mark.parametrize("folder", [*TRAINERS, "shared"])
+def test_every_module_is_in_an_algorithm_or_a_role_folder():
+    loose = [p.name for p in ROOT.glob("*.py") if p.name != "__init__.py"]
+    folders = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert loose == [] and folders == sorted((*TRAINERS, *ROLES))
+
+
+@pytest.mark.parametrize("folder", [*TRAINERS, *ROLES])
 def test_a_folder_imports_no_other_trainer(folder):
     offending = {
         f"{path.relative_to(ROOT.parent)} imports {module}"
@@ -48,3 +56,73 @@ def test_the_checker_sees_an_import_of_another_trainer(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from algorithms.ppo.trainer import PPO\n    from algorithms import SAC\n")
     assert {_trainer_of(m) for m in _imports(probe)} == {None, "ppo", "sac"}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each module of algorithms/, schedulers/ and tuner/ and the modules of those packages it
+    imports (``from package import submodule`` counts as the submodule; TYPE_CHECKING imports
+    do not count: they never run)."""
+    top = ROOT.parent
+    files = {}
+    for package in ("algorithms", "schedulers", "tuner"):
+        for path in (top / package).rglob("*.py"):
+            parts = path.relative_to(top).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        checking = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                    for sub in node.body for n in ast.walk(sub)}
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in checking:
+                continue
+            if isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = [f"{node.module}.{alias.name}" for alias in node.names]
+                deps.update(s for s in subs if s in files)
+                if any(s not in files for s in subs):
+                    deps.add(node.module)
+        graph[module] = {d for d in deps if d in files and d != module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles_in_the_packages():
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -15,7 +15,7 @@ def test_a2c_sweep_learns_cartpole_with_rollout_actors(ray_session, tmp_path):
 
 
 def test_a2c_checks_its_keys_and_takes_a_user_model():
-    from tests.algorithms.shared.test_models import make_my_model
+    from tests.algorithms.models.test_models import make_my_model
 
     with pytest.raises(ValueError, match="config key 'gamma'"):
         A2C.resolve_config({"env": "CartPole-v1", "gamma": 2.0})

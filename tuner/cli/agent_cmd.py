@@ -104,7 +104,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     ref = locate(args.name, args.storage_path, args.database_url)
     record = _choose(ref, args.trial)
     from algorithms import load_agent
-    from algorithms.shared.agent import play
+    from algorithms.core.agent import play
 
     try:
         agent = load_agent(record["path"])

@@ -73,7 +73,7 @@ def test_the_update_descends_the_huber_loss_to_the_double_q_target_computed_by_h
 def _replay_after_sampling(n_step):
     """The replay buffer (oldest first) after 1,500 env steps of random actions in the learner's
     process, on CartPole cut off at 30 steps: truncations as well as terminations."""
-    from algorithms.shared.rollout import register_env
+    from algorithms.envs.registry import register_env
 
     import gymnasium as gym
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.shared.flat_adam import FlatAdam
+from algorithms.optim.flat_adam import FlatAdam
 from algorithms.ppo.model import make_actor_critic
 from algorithms.ppo.numpy_learner import NumpyPPOUpdate, covers
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from algorithms import PPO, register_env
-from algorithms.shared.trainer import STATE_FILE
-from tests.algorithms.shared.test_rollout import step_count_env
+from algorithms.core.trainer import STATE_FILE
+from tests.algorithms.sampling.test_rollout import step_count_env
 
 SMALL = {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 2, "num_envs_per_worker": 4}
 METRICS = (

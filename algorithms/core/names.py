@@ -1,0 +1,17 @@
+"""The trainers by name (``"PPO"``, ``"DQN"``, ``"SAC"``), each imported on first use: a rollout
+actor imports ``algorithms`` for its worker class and must not pay for torch, which only learners need."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: The package of each trainer, by the name it is exported under.
+TRAINERS = {"PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac"}
+
+
+def trainer_class(name: str) -> Any:
+    """The trainer class called ``name``; a ValueError lists the names there are."""
+    if name not in TRAINERS:
+        raise ValueError(f"no trainer named {name!r}; the trainers are {sorted(TRAINERS)}")
+    return getattr(importlib.import_module(TRAINERS[name]), name)

@@ -1,0 +1,627 @@
+"""The base of distributed trainers: a Trainable that owns a group of rollout actors.
+
+``DistributedTrainer`` does what every trainer needs and leaves the algorithm to a subclass
+(on-policy: ``algorithms/ppo/trainer.py``; off-policy, with a replay buffer: ``algorithms/dqn/trainer.py``,
+``algorithms/sac/trainer.py``):
+
+* config: defaults, aliases, unknown keys and bad values rejected with the key named; in a
+  sweep the driver resolves a trial's config once (``prepare_trial``: defaults, checks, the
+  ``num_workers="auto"`` layout, the env's creator) and the trial takes that, as it is;
+* ``default_resource_request``: bundle 0 for the learner (the trial actor), one bundle per
+  rollout actor, so a trial reserves its workers' CPUs atomically with its own and a sweep of
+  trainers never deadlocks; the actors are placed into those bundles of the trial's group;
+* a ``WorkerGroup`` of rollout actors (``algorithms/sampling/worker_group.py``: or, with
+  ``num_workers=0``, one rollout worker in the learner's process), reused from trial to trial of
+  a sweep, weights broadcast with one ``ray.put`` per iteration, synchronous or asynchronous
+  fragment collection, and replacement of an actor that died;
+* the metric window (the last 100 completed episodes), counters, timings and checkpoints;
+* elastic resources (``update_resources``, driven by a ``ResourceChangingScheduler`` with
+  ``DistributeResources(add_bundles=True)``): one rollout actor per bundle past the learner's, so
+  the trial's rollout actors grow and shrink with its bundles while the learner, its optimiser
+  and counters go on untouched, and no sampled step is lost.
+
+An iteration is ``training_step``: by default (on-policy) it samples ``train_batch_size`` env
+steps, and the subclass's ``postprocess_fragments`` makes them a train batch for its
+``learn_on_batch``; an off-policy trainer overrides it (sample into a replay buffer, learn from
+that). A subclass provides ``build_learner`` and the state of its learner; ``build_policy``
+builds the model of the contract (``algorithms/models/contract.py``) unless the subclass has its own
+(``examples/a2c.py`` is an algorithm in one page).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import time
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+
+from algorithms.envs import presets as env_presets
+from algorithms.sampling import layout
+from algorithms.sampling.fragment import Fragment, TrainBatch
+from algorithms.core.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
+from algorithms.core.agent import load_trainer, make_single_env, write_agent_file
+from algorithms.envs.registry import EnvCreator, env_spaces, lookup_env_creator, trial_env
+from algorithms.sampling.episodes import EpisodeWindow
+from algorithms.sampling.worker_group import WorkerGroup, cores_here
+from schedulers.validation import is_int, is_number, is_seed
+from tuner.trainable.trainable import Trainable
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedTrial:
+    """A trial's config as the driver resolved it (``DistributedTrainer.prepare_trial``), carried
+    to the trial's actor with the trial: the config it was given, the full config (defaults, the
+    sampling layout), the env (a gymnasium id, the creator registered under its name, or the
+    creator ``preprocessing`` made) and its spaces (checked: a space no trainer takes fails here)."""
+
+    given: Mapping[str, Any]
+    config: dict[str, Any]
+    env: str | EnvCreator
+    observation_space: Any
+    action_space: Any
+
+
+STATE_FILE = "trainer_state.pt"
+#: How long a streaming trainer's set-up waits for its rollout actors before it builds the learner.
+ACTOR_START_WAIT_S = 60.0
+#: Keys every distributed trainer understands, with their defaults (why: algorithms/ppo/trainer.py).
+COMMON_DEFAULTS: dict[str, Any] = {
+    # a gymnasium id, a name given to algorithms.register_env, or a creator(env_config) -> gym.Env
+    "env": None,
+    "env_config": {},  # keyword arguments of gym.make, or the creator's argument
+    # the env's usual wrappers: "auto" (Atari: Nature DQN frames; MiniGrid: mission dropped), None, or
+    # a dict of options (algorithms/envs/presets.py)
+    "preprocessing": "auto",
+    # rollout actors; 0: sample in the learner's process; "auto": decided from a timing of the env
+    # (algorithms/sampling/layout.py), which then also sets num_envs_per_worker, sample_async, num_cpus_per_worker
+    "num_workers": 0,
+    "num_envs_per_worker": 16,  # envs of each rollout worker, stepped as one vector env
+    # env steps per iteration: every env steps ceil(train_batch_size / (workers * envs)) times;
+    # a NEXT_STEP autoreset step takes a slot but is no transition, so slightly fewer are trained on
+    "train_batch_size": 2048,
+    # True: rollout actors sample without pause and the learner takes what they sampled
+    # (WorkerGroup.stream); False: every actor samples its share of the batch with the current weights
+    "sample_async": False,
+    # async with sample requests instead of streams: the learner takes the first fragments to
+    # arrive, each actor keeps this many requests queued (RLlib APPO's; WorkerGroup.sample)
+    "max_requests_in_flight_per_worker": None,
+    # True: each env of a rollout actor streams in a thread of its own (simulators that wait: several
+    # envs per process without lock-step; algorithms/sampling/env_threads.py)
+    "env_threads": False,
+    "seed": None,  # None: drawn at setup (and saved in checkpoints)
+    # episode_return_mean & co. are over the last this many completed episodes (RLlib's key)
+    "metrics_num_episodes_for_smoothing": 100,
+    "num_cpus_for_learner": 1.0,  # bundle 0 of the trial's placement group; torch threads: int() of it
+    "num_cpus_per_worker": 0.5,  # one bundle per rollout actor (0: actors take no CPU, no bundle)
+    # the learner: GPUs of bundle 0 (the learner runs on CUDA when it has one; rollout actors on CPU)
+    "num_gpus_for_learner": 0,
+    # the network: built-in options, or model(observation_space, action_space, model_config) -> nn.Module
+    # (the contract: algorithms/models/contract.py)
+    "model": {},
+    "model_config": {},
+    # torch.optim's: "adam" | "adamw" | "rmsprop" | "sgd", and its keyword arguments but lr
+    "optimizer": "adam",
+    "optimizer_config": {},
+}
+
+
+#: The resolved config's note on how ``num_workers="auto"`` was decided (not a config key).
+LAYOUT_REASON = "_layout_reason"
+
+
+def sampling_layout(config: Mapping[str, Any]) -> str:
+    """Where a trainer with this resolved config samples, in a few words."""
+    envs = layout.plural(config["num_envs_per_worker"], "env")
+    if config["num_workers"] == 0:
+        return f"in the learner: {envs}"
+    requests = config["max_requests_in_flight_per_worker"]
+    mode = "sync" if not config["sample_async"] else "async" if requests is None else f"async, {requests} requests queued"
+    threads = " in threads" if config.get("env_threads") else ""
+    return f"{layout.plural(config['num_workers'], 'rollout actor')} x {envs}{threads}, {mode}"
+
+
+def check(ok: bool, key: str, message: str, value: Any) -> None:
+    """Raise ``ValueError`` naming ``key`` unless ``ok``."""
+    if not ok:
+        raise ValueError(f"config key '{key}': {message}, got {value!r}")
+
+
+class DistributedTrainer(Trainable):
+    """A ``Trainable`` whose ``step()`` samples from its rollout workers, then learns.
+
+    Subclasses set ``_name``, ``_defaults`` (their own keys and defaults) and ``_aliases``, and
+    implement ``validate_algorithm_config``, ``postprocess_fragments``,
+    ``build_learner``, ``learn_on_batch``, ``learner_state`` / ``load_learner_state`` and
+    ``reset_algorithm_config``.
+    """
+
+    _name: ClassVar[str] = "Trainer"
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _aliases: ClassVar[dict[str, str]] = {}
+    #: Keys whose change needs a new trainer (new actors, new network): reset_config returns False.
+    _rebuild_keys: ClassVar[tuple[str, ...]] = (
+        "env", "env_config", "preprocessing", "num_workers", "num_envs_per_worker", "sample_async", "env_threads", "seed",
+        "num_cpus_for_learner", "num_cpus_per_worker", "num_gpus_for_learner", "model", "model_config",
+        "optimizer", "optimizer_config",
+    )
+    #: Top-level keys that stand for options of the built-in model (see ``learner_config.resolve_model``).
+    _model_shorthands: ClassVar[tuple[str, ...]] = ()
+    #: The built-in model's default options for this trainer.
+    _model_defaults: ClassVar[dict[str, Any]] = MODEL_DEFAULTS
+
+    # -- config --------------------------------------------------------------------------------
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        return {**COMMON_DEFAULTS, **cls._defaults}
+
+    @classmethod
+    def resolve_config(cls, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The full config: defaults, then ``config`` (aliases mapped); raises ValueError naming a bad key."""
+        defaults = cls.default_config()
+        resolved = copy.deepcopy(defaults)
+        given: dict[str, Any] = {}
+        for key, value in dict(config or {}).items():
+            name = cls._aliases.get(key, key)
+            if name not in defaults:
+                allowed = sorted(set(defaults) | set(cls._aliases))
+                raise ValueError(f"{cls._name} config: unknown key {key!r}; allowed keys: {allowed}")
+            if name in given:
+                raise ValueError(f"{cls._name} config: key {key!r} given twice (as {name!r} and an alias)")
+            given[name] = value
+        resolved.update(given)
+        cls._validate_common(resolved)
+        resolve_model(resolved, given, cls._model_shorthands, cls._model_defaults)
+        check_learner_keys(resolved)
+        if resolved["num_workers"] == "auto":
+            resolved[LAYOUT_REASON] = layout.resolve(resolved, given, threads_allowed=cls.bounded_streams)
+        cls.validate_algorithm_config(resolved, given)
+        return resolved
+
+    @classmethod
+    def _validate_common(cls, c: dict[str, Any]) -> None:
+        env = c["env"]
+        check(callable(env) or (isinstance(env, str) and bool(env)), "env", "must be a gymnasium id, a name given to "
+              "algorithms.register_env, or a creator function", env)
+        check(isinstance(c["env_config"], Mapping), "env_config", "must be a dict", c["env_config"])
+        env_presets.check_preprocessing(c["preprocessing"])
+        check(c["num_workers"] == "auto" or (is_int(c["num_workers"]) and c["num_workers"] >= 0), "num_workers",
+              "must be an int >= 0 or 'auto'", c["num_workers"])
+        check(is_int(c["num_envs_per_worker"]) and c["num_envs_per_worker"] >= 1, "num_envs_per_worker",
+              "must be an int >= 1", c["num_envs_per_worker"])
+        check(is_int(c["train_batch_size"]) and c["train_batch_size"] >= 1, "train_batch_size", "must be an int >= 1",
+              c["train_batch_size"])
+        check(isinstance(c["sample_async"], bool), "sample_async", "must be True or False", c["sample_async"])
+        requests = c["max_requests_in_flight_per_worker"]
+        check(requests is None or (is_int(requests) and requests >= 1), "max_requests_in_flight_per_worker",
+              "must be None (asynchronous sampling streams) or an int >= 1", requests)
+        check(isinstance(c["env_threads"], bool), "env_threads", "must be True or False", c["env_threads"])
+        if c["env_threads"]:
+            check(is_int(c["num_workers"]) and c["num_workers"] >= 1 and c["sample_async"]
+                  and requests is None and cls.bounded_streams, "env_threads",
+                  "True needs streaming rollout actors of an on-policy trainer (num_workers >= 1, "
+                  "sample_async=True, max_requests_in_flight_per_worker=None)", c["env_threads"])
+        check(c["seed"] is None or is_seed(c["seed"]), "seed", "must be None or an int >= 0", c["seed"])
+        window = c["metrics_num_episodes_for_smoothing"]
+        check(is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
+        for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
+            check(is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+
+    @classmethod
+    def validate_algorithm_config(cls, config: dict[str, Any], given: dict[str, Any]) -> None:
+        """Check (and where a default depends on another key, adjust) the algorithm's own keys.
+
+        ``given`` holds the keys the user set; raise ValueError naming the first bad key.
+        """
+
+    @classmethod
+    def default_resource_request(cls, config: Mapping[str, Any]) -> list[dict[str, float]]:
+        """Bundle 0: the learner; bundles 1..num_workers: one per rollout actor.
+
+        Runs in the driver before the trial starts, so a bad config or an unknown env id fails
+        the sweep at once instead of a few seconds into each trial."""
+        c = cls.prepare_trial(config).config
+        learner = {"CPU": float(c["num_cpus_for_learner"])}
+        if c["num_gpus_for_learner"]:
+            learner["GPU"] = float(c["num_gpus_for_learner"])
+        if c["num_cpus_per_worker"] <= 0:
+            return [learner]
+        return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
+
+    supports_elastic_resources: ClassVar[bool] = True
+    #: Streams hold at most a train batch untaken (see ``WorkerGroup``): an on-policy learner
+    #: learns on each batch once, and steps sampled beyond its pace would only grow older.
+    bounded_streams: ClassVar[bool] = True
+    workers: WorkerGroup  # built in setup
+    _resized: int
+
+    @classmethod
+    def accepts_resources(cls, config: Mapping[str, Any], bundles: Any, prepared: Any = None) -> bool:
+        """Whether a running trial takes ``bundles`` in place: it has rollout actors with a bundle
+        each, and every bundle past its own request holds a rollout actor (CPUs only, at least
+        ``num_cpus_per_worker``): each is one more actor."""
+        c = prepared.config if isinstance(prepared, ResolvedTrial) else cls.resolve_config(config)
+        cpus = float(c["num_cpus_per_worker"])
+        own = 1 + int(c["num_workers"])
+        if not c["num_workers"] or cpus <= 0 or len(bundles) < own:
+            return False
+        return all(set(b) <= {"CPU"} and b.get("CPU", 0.0) + 1e-9 >= cpus for b in bundles[own:])
+
+    def update_resources(self, new_resources: list[dict[str, float]], placement_groups: Any = ()) -> bool:
+        """Take the trial's new bundles in place: one rollout actor per bundle past the learner's,
+        those past the trial's own group in ``placement_groups`` (one each). New actors join the
+        sampling as they come up; actors let go finish and their steps go into the next batch (see
+        ``WorkerGroup.resize``). The learner is untouched. False when this trainer samples in its
+        learner's process or the bundles do not match its own group plus ``placement_groups``."""
+        groups = list(placement_groups)
+        if self.workers.local is not None or len(new_resources) != 1 + self.cfg["num_workers"] + len(groups):
+            return False
+        started, retired = self.workers.resize(groups)
+        self._resized += started + retired
+        self._layout = sampling_layout({**self.cfg, "num_workers": self.workers.num_workers})
+        return True
+
+    @classmethod
+    def prepare_trial(cls, config: Mapping[str, Any]) -> ResolvedTrial:
+        """The trial's config resolved in the driver (see ``Trainable.prepare_trial``): its
+        layout decided, its env's creator looked up there (where it was registered) and wrapped
+        per ``preprocessing``, and its observation space checked before anything samples."""
+        resolved = cls.resolve_config(config)
+        env = trial_env(resolved["env"], resolved["env_config"], resolved["preprocessing"])
+        observation_space, action_space = _spaces(resolved, env)
+        env_presets.check_observation_space(observation_space, resolved["env"])
+        return ResolvedTrial(given=dict(config), config=resolved, env=env,
+                             observation_space=observation_space, action_space=action_space)
+
+    def _resolved(self, config: Mapping[str, Any] | None) -> ResolvedTrial:
+        """``config`` as the driver resolved it for this trial, or resolved here (outside a
+        sweep, or for a config the driver did not prepare)."""
+        info = self.get_trial_info()
+        prepared = info.prepared if info is not None else None
+        if isinstance(prepared, ResolvedTrial) and _same_config(prepared.given, config or {}):
+            return dataclasses.replace(prepared, config=copy.deepcopy(prepared.config))
+        return self.prepare_trial(config or {})
+
+    # -- to implement ------------------------------------------------------------------------
+    def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
+        """Return (policy, factory, kwargs): the learner's policy and how workers build their copy.
+
+        By default the module ``config["model"]`` describes (the contract: ``algorithms/models/contract.py``),
+        initialised from the trial's seed, as a ``TorchPolicy`` on the learner's device; rollout
+        actors build their own on CPU with ``make_torch_policy``."""
+        import torch
+
+        from algorithms.models.distributions import action_distribution
+        from algorithms.models.contract import build_model
+        from algorithms.models.torch_policy import TorchPolicy, make_torch_policy
+
+        c = self.cfg
+        with torch.random.fork_rng(devices=[]):  # the module's init, seeded, without touching the global RNG
+            torch.manual_seed(self.seed)
+            module = build_model(c["model"], c["model_config"], observation_space, action_space,
+                                 action_distribution(action_space))
+        policy = TorchPolicy(module, observation_space, action_space, self.device, model=c["model"])
+        kwargs = {"model": c["model"], "model_config": dict(c["model_config"]),
+                  "observation_space": observation_space, "action_space": action_space}
+        return policy, make_torch_policy, kwargs
+
+    def postprocess_fragments(self, fragments: list[Fragment]) -> TrainBatch:
+        """The train batch made of the fragments the workers returned: the transitions to learn
+        from, flat (see :class:`~algorithms.sampling.fragment.TrainBatch`). A fragment's ``weights_version``
+        below ``self.workers.weights_version`` was sampled with older weights."""
+        raise NotImplementedError
+
+    def rollout_policy(
+        self, observation_space: Any, action_space: Any
+    ) -> tuple[Callable[..., Any], dict[str, Any], Mapping[str, np.ndarray]] | None:
+        """(factory, kwargs, first weights) of the rollout actors' policy, known before
+        ``build_policy`` runs (without torch), so the actors start, and streams sample, while the
+        learner builds its network; ``build_policy`` must then start from these weights. None:
+        the actors start after ``build_policy``, with its factory and weights."""
+        return None
+
+    #: Which learner ``build_learner`` chose ("torch", or a subclass's own fast path), for results.
+    learner_name = "torch"
+
+    def build_learner(self) -> None:
+        """Create the optimiser and whatever else ``learn_on_batch`` needs."""
+
+    def learn_on_batch(self, batch: TrainBatch) -> dict[str, float]:
+        raise NotImplementedError
+
+    def learner_state(self) -> dict[str, Any]:
+        return {}
+
+    def load_learner_state(self, state: dict[str, Any]) -> None:
+        pass
+
+    def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """Apply an in-place config change (``self.cfg`` already holds ``new``)."""
+
+    # -- Trainable ------------------------------------------------------------------------------
+    def setup(self, config: dict[str, Any]) -> None:
+        resolved = self._resolved(config)
+        self.cfg = resolved.config
+        c = self.cfg
+        if c["seed"] is None:
+            entropy = np.random.SeedSequence().entropy
+            assert isinstance(entropy, int)  # drawn from the OS when none is given
+            c["seed"] = int(entropy % (2**31))
+        self.seed = int(c["seed"])
+        self.env = resolved.env
+        self.observation_space, self.action_space = resolved.observation_space, resolved.action_space
+        self.env_steps_total = 0
+        self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
+        self._layout = sampling_layout(c)
+        self.window = EpisodeWindow(c["metrics_num_episodes_for_smoothing"])
+        rollout = self.rollout_policy(self.observation_space, self.action_space) if c["num_workers"] else None
+        if rollout is not None:
+            # The rollout actors' processes start now: they are the longer part of a trial's start.
+            factory, policy_kwargs, weights = rollout
+            self.workers = self._worker_group(factory, policy_kwargs, local_policy=None)
+            self.workers.set_weights(lambda: weights)
+            if self._streams():
+                self.workers.start_streams()
+                # Streams sample while the learner imports torch and builds, so the actors' start
+                # is on the trial's critical path and the learner's is not: on a few cores the two
+                # compete for the CPU, and building after the actors are up starts sampling sooner.
+                self.workers.wait_until_up(ACTOR_START_WAIT_S)
+        try:
+            self._set_learner_threads()
+            self.device = self._learner_device()
+            self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
+            self.build_learner()
+        except BaseException:
+            if rollout is not None:  # parked for the next trial, not left running
+                self.workers.stop()
+            raise
+        if rollout is None:
+            self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
+            self.workers.set_weights(self.policy.get_weights)
+        self._resized = 0  # actors started or let go by update_resources
+        self._setup_done_at = time.perf_counter()
+        self._start_reported = False  # the rollout actors' start goes with the first result
+
+    def _streams(self) -> bool:
+        """Whether rollout actors sample as streams (``WorkerGroup.stream``)."""
+        c = self.cfg
+        return bool(c["num_workers"]) and c["sample_async"] and c["max_requests_in_flight_per_worker"] is None
+
+    def _worker_group(self, factory: Callable[..., Any], policy_kwargs: dict[str, Any], local_policy: Any) -> WorkerGroup:
+        c = self.cfg
+        return WorkerGroup(
+            worker_kwargs=dict(
+                env=self.env,
+                env_config=dict(c["env_config"]),
+                num_envs=c["num_envs_per_worker"],
+                policy_factory=factory,
+                policy_kwargs=policy_kwargs,
+                seed=self.seed,
+                **({"env_threads": True} if c["env_threads"] else {}),
+            ),
+            num_workers=c["num_workers"],
+            num_cpus_per_worker=c["num_cpus_per_worker"],
+            local_policy=local_policy,
+            # Streams sample from the moment each actor is up: started as many at once as this
+            # node has cores, the first are up (and sampling) long before the last.
+            max_starting=cores_here() if self._streams() else None,
+            stream_ahead=c["train_batch_size"] if self.bounded_streams else None,
+        )
+
+    def _set_learner_threads(self) -> None:
+        # Small networks: one thread per whole CPU of the learner's bundle, at least one
+        # (see algorithms/ppo/trainer.py for the measurement), for torch and for numpy's BLAS alike: in a
+        # Ray actor OMP_NUM_THREADS already says so, in a plain process BLAS would use every core.
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        threads = max(1, int(self.cfg["num_cpus_for_learner"]))
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        threadpool_limits(limits=threads, user_api="blas")
+
+    def _learner_device(self) -> str:
+        """"cuda" when bundle 0 has a GPU (Ray makes it the only one this process sees), else "cpu"."""
+        if not self.cfg["num_gpus_for_learner"]:
+            return "cpu"
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"config key 'num_gpus_for_learner': the learner was given {self.cfg['num_gpus_for_learner']} GPU(s) "
+                f"but torch {torch.__version__} sees no CUDA device (CUDA_VISIBLE_DEVICES="
+                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); install a CUDA build of torch or set it to 0"
+            )
+        return "cuda"
+
+    def fragment_length(self, env_steps: int | None = None) -> tuple[int, int]:
+        """(vector steps per fragment, fragments) for ``env_steps`` env steps (default
+        ``train_batch_size``), spread over the workers and their envs."""
+        c = self.cfg
+        workers = max(1, self.workers.num_workers if hasattr(self, "workers") else c["num_workers"])
+        env_steps = c["train_batch_size"] if env_steps is None else env_steps
+        steps = math.ceil(env_steps / (workers * c["num_envs_per_worker"]))
+        return steps, workers
+
+    # -- one iteration ------------------------------------------------------------------------
+    def sample(self, env_steps: int) -> list[Fragment]:
+        """Fragments holding about ``env_steps`` env steps (reset steps included) from the rollout
+        workers: streamed, or sampled on request (synchronously or not, per the config); timed
+        into the iteration's ``sample_time_s``."""
+        start = time.perf_counter()
+        if self._streams():
+            fragments = self.workers.stream(env_steps)
+        else:
+            num_steps, num_fragments = self.fragment_length(env_steps)
+            requests = self.cfg["max_requests_in_flight_per_worker"] or 1
+            fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests)
+        self._this_iter["sample_time_s"] += time.perf_counter() - start
+        return fragments
+
+    def count_batch(self, env_steps: int, episode_returns: np.ndarray, episode_lens: np.ndarray) -> None:
+        """Count a batch's env steps (transitions) and the episodes that ended in it."""
+        self.env_steps_total += env_steps
+        self._this_iter["env_steps"] += env_steps
+        self._this_iter["episodes"] += len(episode_returns)
+        self.window.add(episode_returns, episode_lens)
+
+    def training_step(self) -> dict[str, Any]:
+        """One iteration's work, returning the learner's metrics: on-policy, sample
+        ``train_batch_size`` env steps, make them a batch, learn on it, publish the weights.
+        An off-policy trainer samples into its replay buffer and learns from that instead."""
+        fragments = self.sample(self.cfg["train_batch_size"])
+        batch = self.postprocess_fragments(fragments)
+        self.count_batch(batch.env_steps, batch.episode_returns, batch.episode_lens)
+        metrics = self.learn_on_batch(batch)
+        self.workers.set_weights(self.policy.get_weights)
+        return metrics
+
+    def step(self) -> dict[str, Any]:
+        start = time.perf_counter()
+        first, self._start_reported = not self._start_reported, True
+        self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
+        learn_metrics = self.training_step()
+        end = time.perf_counter()
+        env_steps, sample_s = self._this_iter["env_steps"], self._this_iter["sample_time_s"]
+        result = {
+            **self.window.metrics(),
+            "episodes_this_iter": self._this_iter["episodes"],
+            "episodes_total": self.window.episodes_total,
+            "env_steps_this_iter": env_steps,
+            "env_steps_total": self.env_steps_total,
+            "env_steps_per_s": env_steps / max(end - start, 1e-9),
+            "sample_time_s": sample_s,
+            "learn_time_s": end - start - sample_s,
+            "num_worker_restarts": self.workers.num_restarts,
+            "num_workers": self.workers.num_workers,  # rollout actors now (elastic: see update_resources)
+            "sampling_layout": self._layout,
+            "learner": self.learner_name,
+            "learner_device": str(self.device),
+            "rollout_nodes": self.workers.placement(),
+        }
+        if LAYOUT_REASON in self.cfg:
+            result["sampling_layout_reason"] = self.cfg[LAYOUT_REASON]
+        if first:  # how the rollout actors started: reused from the last trial, or new processes
+            start_s = self.workers.start_s or 0.0
+            # the part of their start that ran while this trial was still setting up (it is inside
+            # the trial's start, not its first sampling)
+            in_setup = min(start_s, max(self._setup_done_at - self.workers.created_at, 0.0))
+            result.update(worker_start_time_s=start_s, worker_start_in_setup_s=in_setup,
+                          num_workers_reused=self.workers.reused, num_workers_started=self.workers.started)
+        result.update(learn_metrics)
+        return result
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        state = {
+            "format": 1,
+            "algorithm": self._name,
+            "policy": {k: v.cpu() for k, v in self.policy.state_dict().items()},
+            "counters": {"env_steps_total": self.env_steps_total, "seed": self.seed},
+            "episode_window": self.window.state(),
+            "learner": self.learner_state(),
+        }
+        import torch
+
+        torch.save(state, os.path.join(checkpoint_dir, STATE_FILE))
+        write_agent_file(checkpoint_dir, self._name, self.config)  # what load_agent builds the agent from
+
+    # -- the trained agent -------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str, config: Mapping[str, Any] | None = None) -> DistributedTrainer:
+        """The trainer a checkpoint (a folder, or a URI of object storage) was saved from, restored,
+        sampling in this process, on CPU (as RLlib's ``Algorithm.from_checkpoint``); ``config``
+        overrides what the checkpoint says (and gives what it could not keep)."""
+        return load_trainer(checkpoint, config, expected=cls._name)
+
+    def act(self, observation: Any, explore: bool = False) -> Any:
+        """The action for one observation of the env (deterministic unless ``explore``)."""
+        return self.compute_single_action(observation, explore=explore)
+
+    def make_env(self, render_mode: str | None = None) -> Any:
+        """One env as the trial's rollout workers make it (its creator, config and preprocessing)."""
+        return make_single_env(self.env, self.cfg["env_config"], render_mode)
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        if not isinstance(checkpoint, str):
+            raise ValueError(f"{self._name}: expected a checkpoint directory, got {type(checkpoint).__name__}")
+        import torch
+
+        state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
+        self.policy.load_state_dict(state["policy"])
+        self.env_steps_total = int(state["counters"]["env_steps_total"])
+        self.window.load_state(state["episode_window"])
+        self.load_learner_state(state["learner"])
+        self.workers.set_weights(self.policy.get_weights)
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        """Apply ``new_config`` in place (learning hyperparameters); False when it needs a rebuild."""
+        new = self._resolved(new_config).config
+        old = self.cfg
+        new["seed"] = old["seed"] if new["seed"] is None else new["seed"]
+        if any(_differs(old[k], new[k]) for k in self._rebuild_keys):
+            return False
+        self.cfg = new
+        self.config = dict(new_config)
+        self.reset_algorithm_config(old, new)
+        return True
+
+    def cleanup(self) -> None:
+        workers = getattr(self, "workers", None)
+        if workers is not None:
+            workers.stop()
+
+    # -- inference ---------------------------------------------------------------------------
+    def compute_actions(self, obs: Any, explore: bool = True, seed: int | None = None) -> np.ndarray:
+        """Actions of the current policy for a batch of observations (for the env, clipped)."""
+        from algorithms.data.observations import ObsSpace
+
+        batch = ObsSpace(self.observation_space).stored(obs)
+        rng = np.random.default_rng(seed)
+        env_actions, _, _, _ = self.policy.act(batch, rng, explore=explore, new_noise=True)
+        return env_actions
+
+    def compute_single_action(self, obs: Any, explore: bool = True, seed: int | None = None) -> Any:
+        from algorithms.data.observations import batch_of
+
+        return self.compute_actions(batch_of(self.observation_space, [obs]), explore=explore, seed=seed)[0]
+
+
+#: The spaces of the envs this process resolved, by env, env_config and preprocessing: the driver
+#: resolves each trial's config more than once, and a sweep's trials mostly share their env.
+_env_spaces: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+
+def _spaces(config: Mapping[str, Any], env: str | EnvCreator) -> tuple[Any, Any]:
+    """The single-env (observation, action) spaces of the resolved ``env``, from one env built here."""
+    given = config["env"]
+    registered = lookup_env_creator(given) if isinstance(given, str) else None
+    key = (given, registered, repr(config["preprocessing"]),
+           repr(sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items())))
+    try:
+        cached = _env_spaces.get(key)
+    except TypeError:  # an unhashable creator: not cached
+        return env_spaces(env, config["env_config"])
+    if cached is None:
+        cached = _env_spaces[key] = env_spaces(env, config["env_config"])
+    # copies: a space carries its own sampling generator, which trainers must not share
+    return copy.deepcopy(cached)
+
+
+def _differs(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) != list(b)
+    try:
+        return bool(a != b)
+    except Exception:  # noqa: BLE001
+        return a is not b
+
+
+def _same_config(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two configs are equal (False where their values cannot be compared, arrays say)."""
+    try:
+        return bool(dict(a) == dict(b))
+    except Exception:  # noqa: BLE001 - an ambiguous comparison counts as different
+        return False
