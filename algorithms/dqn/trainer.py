@@ -69,17 +69,13 @@ def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], acti
     """An MLP ``body`` and a head of ``num_actions`` Q-values; dueling: Q = V + A - mean(A)."""
     from torch import nn
 
-    from algorithms.models.activations import ACTIVATION_MODULES as activations
+    from algorithms.models.activations import build_mlp
 
     class QNetwork(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            layers: list[nn.Module] = []
-            width = obs_dim
-            for size in hidden_sizes:
-                layers += [nn.Linear(width, size), activations[activation]()]
-                width = size
-            self.body = nn.Sequential(*layers)
+            width = hidden_sizes[-1] if hidden_sizes else obs_dim
+            self.body = build_mlp(obs_dim, hidden_sizes, activation)
             self.advantages = nn.Linear(width, num_actions)
             self.value = nn.Linear(width, 1) if dueling else None
 

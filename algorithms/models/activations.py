@@ -67,3 +67,16 @@ class Tanh(nn.Module):
 
 #: Activation modules of the built-in networks, by the name of the ``activation`` key.
 ACTIVATION_MODULES: dict[str, type[nn.Module]] = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+
+#: The same activations as functions (a network that calls them between its own layers), by name.
+ACTIVATION_FUNCTIONS: dict[str, Any] = {"tanh": tanh, "relu": torch.relu, "elu": nn.functional.elu,
+                                        "silu": nn.functional.silu}
+
+
+def build_mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
+    """The built-in networks' hidden layers: a Linear then the activation, per size in ``hidden_sizes``."""
+    layers: list[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [nn.Linear(in_dim, size), ACTIVATION_MODULES[activation]()]
+        in_dim = size
+    return nn.Sequential(*layers)

@@ -60,7 +60,7 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from algorithms.models.activations import ACTIVATION_MODULES as _ACTIVATIONS
+from algorithms.models.activations import build_mlp
 from algorithms.models.distributions import ActionDistribution
 from algorithms.core.learner_config import MODEL_DEFAULTS
 from algorithms.data.observations import ObsSpace, batch_of, flat_input, to_tensors, tree_map
@@ -88,8 +88,8 @@ class MLPModel(nn.Module):
         super().__init__()
         self.shared_layers = shared_layers
         self.free_log_std = free_log_std
-        self.pi_trunk = _mlp(in_dim, hidden_sizes, activation)
-        self.vf_trunk = None if shared_layers else _mlp(in_dim, hidden_sizes, activation)
+        self.pi_trunk = build_mlp(in_dim, hidden_sizes, activation)
+        self.vf_trunk = None if shared_layers else build_mlp(in_dim, hidden_sizes, activation)
         self.pi_head = nn.Linear(hidden_sizes[-1], dist_size - free_log_std)
         self.vf_head = nn.Linear(hidden_sizes[-1], 1)
         self.log_std = nn.Parameter(torch.zeros(free_log_std)) if free_log_std else None
@@ -132,14 +132,6 @@ class EncoderModel(nn.Module):
 
     def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         return self.mlp(self.encoder(obs))
-
-
-def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for size in hidden_sizes:
-        layers += [nn.Linear(in_dim, size), _ACTIVATIONS[activation]()]
-        in_dim = size
-    return nn.Sequential(*layers)
 
 
 def build_model(model: Mapping[str, Any] | ModelFactory, model_config: Mapping[str, Any],

@@ -24,7 +24,8 @@ def _elu(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0)))
 
 
-#: Activations as f(x, out=x), applied in place.
+#: The numpy twins of ``algorithms/models/activations.py``'s, as f(x, out=x), applied in place
+#: (that module imports torch, which a rollout actor never does).
 ACTIVATIONS: dict[str, Callable[..., np.ndarray]] = {
     "tanh": np.tanh,
     "relu": lambda x, out: np.maximum(x, 0, out=out),

@@ -16,13 +16,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from algorithms.models.activations import tanh
+from algorithms.data.observations import Obs, ObsSpace, to_tensors
+from algorithms.models.activations import ACTIVATION_FUNCTIONS
+from algorithms.models.torch_policy import load_state_arrays, state_arrays
 from algorithms.ppo.narrow_matmul import narrow_baddbmm
 from algorithms.ppo.numpy_policy import NumpyActorCritic
-from algorithms.data.observations import Obs, ObsSpace, to_tensors
-from algorithms.models.torch_policy import load_state_arrays, state_arrays
 
-_ACTIVATIONS = {"tanh": tanh, "relu": torch.relu, "elu": nn.functional.elu, "silu": nn.functional.silu}
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -86,7 +85,7 @@ class ActorCritic(nn.Module):
             self.log_std = nn.Parameter(torch.zeros(std_shape))
         else:
             raise ValueError(f"action space {action_space} is not supported (Discrete or Box are)")
-        self.act_fn = _ACTIVATIONS[activation]
+        self.act_fn = ACTIVATION_FUNCTIONS[activation]
         sizes = [obs_dim] + list(hidden_sizes) + [self.num_outputs]
         self.weights = nn.ParameterList(nn.Parameter(torch.empty(2, i, o)) for i, o in zip(sizes[:-1], sizes[1:]))
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(2, 1, o)) for o in sizes[1:])

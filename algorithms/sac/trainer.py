@@ -60,15 +60,9 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 # The networks: torch for the learner, the actor in numpy for the rollout actors
 # ---------------------------------------------------------------------------------------------
 def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> Any:
-    from torch import nn
+    from algorithms.models.activations import build_mlp  # torch: the learner's side only
 
-    from algorithms.models.activations import ACTIVATION_MODULES as activations
-
-    layers: list[nn.Module] = []
-    for size in hidden_sizes:
-        layers += [nn.Linear(in_dim, size), activations[activation]()]
-        in_dim = size
-    return nn.Sequential(*layers)
+    return build_mlp(in_dim, hidden_sizes, activation)
 
 
 def make_actor(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str) -> Any:
