@@ -98,6 +98,15 @@ def is_image(space: gym.Space) -> bool:
     return isinstance(space, gym.spaces.Box) and len(space.shape) == 3
 
 
+def has_image(space: gym.Space) -> bool:
+    """Whether the space is, or holds, an image Box."""
+    if isinstance(space, gym.spaces.Dict):
+        return any(has_image(sub) for sub in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return any(has_image(sub) for sub in space.spaces)
+    return is_image(space)
+
+
 class ObsSpace:
     """One observation space: how its batches are stored, flattened and handed to a network."""
 

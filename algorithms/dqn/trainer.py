@@ -361,7 +361,7 @@ class DQN(OffPolicyTrainer):
 
         import torch
 
-        from algorithms.models.encoders import has_image
+        from algorithms.data.observations import has_image
 
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)

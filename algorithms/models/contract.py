@@ -146,7 +146,7 @@ def build_model(model: Mapping[str, Any] | ModelFactory, model_config: Mapping[s
         return module
     options = {**MODEL_DEFAULTS, **model}
     free_log_std = dist.size // 2 if isinstance(action_space, gym.spaces.Box) else 0
-    from algorithms.models.encoders import has_image
+    from algorithms.data.observations import has_image
 
     if has_image(observation_space):
         return EncoderModel(observation_space, dist.size, [int(s) for s in options["hidden_sizes"]],

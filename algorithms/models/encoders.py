@@ -33,15 +33,6 @@ CNNS = ("auto", "nature", "small")
 NATURE_MIN_SIDE = 36
 
 
-def has_image(space: gym.Space) -> bool:
-    """Whether the space is, or holds, an image Box."""
-    if isinstance(space, gym.spaces.Dict):
-        return any(has_image(sub) for sub in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return any(has_image(sub) for sub in space.spaces)
-    return is_image(space)
-
-
 def channels_first(space: gym.spaces.Box) -> bool:
     """Whether an image Box is (channels, height, width): its first side is the smallest (SB3's rule)."""
     shape = space.shape

@@ -154,7 +154,7 @@ class PPO(DistributedTrainer):
         run in numpy; else a module of the model contract (``TorchPolicy``)."""
         import gymnasium as gym
 
-        from algorithms.models.encoders import has_image
+        from algorithms.data.observations import has_image
 
         return (_stacked(self.cfg) and isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
                 and not has_image(observation_space))
@@ -348,7 +348,7 @@ def _numpy_learner_blocker(c: dict[str, Any], action_space: Any = None, observat
     if action_space is not None and not isinstance(action_space, gym.spaces.Discrete):
         return f"action space {action_space}"
     if observation_space is not None:
-        from algorithms.models.encoders import has_image
+        from algorithms.data.observations import has_image
 
         if has_image(observation_space):
             return "image observations (a CNN)"

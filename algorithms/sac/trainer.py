@@ -291,7 +291,7 @@ class SACPolicy:
         self.numpy_kwargs, self.device = numpy_kwargs, device
         self.builtin = builtin
         self.obs_space = ObsSpace(numpy_kwargs["observation_space"])
-        from algorithms.models.encoders import has_image
+        from algorithms.data.observations import has_image
 
         self.image_critics = has_image(numpy_kwargs["observation_space"])
         bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape", "observation_space")}
@@ -401,7 +401,7 @@ class SAC(OffPolicyTrainer):
     def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
         import torch
 
-        from algorithms.models.encoders import has_image
+        from algorithms.data.observations import has_image
 
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)

@@ -173,6 +173,27 @@ def test_reset_config_applies_lr_entropy_clip_in_place_and_refuses_structural_ch
 
 
 # -- rollout actors (Ray) -----------------------------------------------------------------------
+def test_the_rollout_actors_policy_is_known_before_the_learner_imports_torch():
+    """A trial starts its rollout actors, and they sample, while its learner imports torch (a
+    second of a trial's start): so the actors' policy and first weights come without torch."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from algorithms.ppo.trainer import PPO
+prepared = PPO.prepare_trial({"env": "CartPole-v1", "num_workers": 1, "num_envs_per_worker": 2, "seed": 3})
+trainer = PPO.__new__(PPO)  # setup's first part alone: no Ray, no actors
+trainer.cfg, trainer.seed, trainer._initial_weights = prepared.config, 3, None
+factory, kwargs, weights = trainer.rollout_policy(prepared.observation_space, prepared.action_space)
+factory(**kwargs).load_weights(weights)
+loaded = sorted(name for name in sys.modules if name.split(".")[0] == "torch")
+assert not loaded, loaded[:5]
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 @pytest.mark.usefixtures("ray_session")
 def test_killed_rollout_actor_is_replaced_and_training_goes_on():
     import ray
