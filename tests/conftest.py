@@ -1,4 +1,5 @@
-"""One Ray instance for the whole test session (starting Ray costs seconds on 2 cores)."""
+"""One Ray instance for the whole test session (starting Ray costs seconds on 2 cores): with
+pytest-xdist (``make test``), one per worker process, shared by every test that worker runs."""
 
 from __future__ import annotations
 
@@ -28,11 +29,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def _xdist_worker(config) -> bool:
+    """Whether this process is one of pytest-xdist's workers (``make test`` runs the suite in two)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_unconfigure(config):
-    """The session's temporary home goes with it (pytest's own tmp_path folders are kept, as pytest keeps them)."""
+    """The session's temporary home goes with it (pytest's own tmp_path folders are kept, as pytest
+    keeps them). With pytest-xdist the workers share the home of the process that started them,
+    which removes it once they are all done."""
     import shutil
 
-    shutil.rmtree(SESSION_HOME, ignore_errors=True)
+    if not _xdist_worker(config):
+        shutil.rmtree(SESSION_HOME, ignore_errors=True)
 
 
 #: Folders whose tests run whole programs (benchmarks, examples, notebooks) on tiny budgets.
@@ -51,10 +60,18 @@ def pytest_collection_modifyitems(config, items):
         callspec = getattr(item, "callspec", None)
         if "postgres_url" in fixtures or (callspec is not None and "postgres" in callspec.id):
             item.add_marker(pytest.mark.postgres)
+        # pytest-xdist (--dist loadgroup): a module's tests stay in one worker, so its module
+        # fixtures are made once; the modules that start Ray nodes of their own run one after
+        # another in one worker (a cluster at a time on 2 cores, and the worker nodes' fixed port range).
+        group = "cluster" if item.get_closest_marker("cluster") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session):
-    """Start the type check in the background as soon as it is known to be wanted (see test_typecheck)."""
+    """Start the type check in the background as soon as it is known to be wanted (see
+    test_typecheck); not in xdist's workers: each collects every test, one of them runs it."""
+    if _xdist_worker(session.config):
+        return
     if any(item.nodeid.startswith("tests/test_typecheck.py") for item in session.items):
         from tests.test_typecheck import start_mypy
 
