@@ -6,11 +6,12 @@ import os
 import signal
 import time
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from tuner.execution.packed_call import unpack
 from tuner.execution.protocol import ActorTiming, Report, RunReply
-from tuner.storage.checkpoints import fetch_checkpoint, publish_checkpoint
+from tuner.storage.checkpoints import fetch_checkpoint, publish_checkpoint, upload_checkpoint, upload_target
 from tuner.trainable.checkpoint import persist_checkpoint
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
@@ -50,6 +51,10 @@ class TrialActor:
         self._setup_s = 0.0
         self._stop_s = 0.0
         self._stopped: tuple[str, float, bool] | None = None  # (trial, seconds, in a run call) of the last cleanup
+        # A checkpoint uploading to object storage while the trainable runs on: (the upload, its
+        # URI, its iteration); one at a time, confirmed by the next report or save.
+        self._upload: tuple[Future[str], str, int] | None = None
+        self._uploader: ThreadPoolExecutor | None = None
 
     def start(
         self,
@@ -68,6 +73,7 @@ class TrialActor:
         ``progress`` (the checkpoint is a donor's) the trial's own iteration and time are set
         back after the restore.
         """
+        self._discard_upload()
         self._stop_trainable()
         began = time.perf_counter()
         self._start_error = None
@@ -167,6 +173,7 @@ class TrialActor:
         if self._trainable is None or self._trainable_cls is None:
             raise TrialError("exploit() called with no running trainable")
         iteration, time_total = self._trainable.progress()
+        self._discard_upload()  # its own state goes: the controller forgets the checkpoint it awaited
         try:
             self._trainable.restore(fetch_checkpoint(checkpoint_path, info))
             self._trainable.set_trial_info(info)  # what the driver prepared for the new config
@@ -214,12 +221,17 @@ class TrialActor:
             reported = result.pop("_checkpoint_path", None)
             if result.pop("_finished", False):
                 return Report(result=None, finished=True, checkpoint_path=self._persist(reported, result))
-            path = None
             if reported:
-                path = self._persist(reported, result)
-            elif self._checkpoint_freq and result["training_iteration"] % self._checkpoint_freq == 0:
-                path = self._save()
-            return Report(result=result, checkpoint_path=path)
+                return Report(result=result, checkpoint_path=self._persist(reported, result))
+            # The last iteration's upload ran beside this one; it is confirmed (or fails) here.
+            confirmed = self._confirm_upload()
+            path = uploading = None
+            if self._checkpoint_freq and result["training_iteration"] % self._checkpoint_freq == 0:
+                path, uploading = self._periodic_checkpoint()
+            if confirmed is not None:  # an upload's confirmation and a local path never come together
+                return Report(result=result, checkpoint_path=confirmed[0], checkpoint_iteration=confirmed[1],
+                              uploading=uploading)
+            return Report(result=result, checkpoint_path=path, uploading=uploading)
         except TrialError:
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -249,14 +261,66 @@ class TrialActor:
         assert self._trainable is not None and self._info is not None
         if isinstance(self._trainable, FunctionTrainable):
             return self._trainable.save("")  # its latest reported checkpoint, already persisted
+        if self._upload is not None and self._upload[2] == self._trainable.iteration:
+            confirmed = self._confirm_upload()  # this iteration's checkpoint, uploading already
+            assert confirmed is not None
+            return confirmed[0]
+        self._discard_upload()
+        return publish_checkpoint(self._write_checkpoint(), self._info)
+
+    def _write_checkpoint(self) -> str:
+        """The trainable's checkpoint of its current iteration, in the trial's local folder."""
+        assert self._trainable is not None and self._info is not None
         target = os.path.join(self._info.trial_dir, f"checkpoint_{self._trainable.iteration:06d}")
         path = self._trainable.save(target)
         if os.path.abspath(path) != os.path.abspath(target):
             path = persist_checkpoint(path, self._info.trial_dir, self._trainable.iteration)
-        return publish_checkpoint(path, self._info)
+        return path
+
+    def _periodic_checkpoint(self) -> tuple[str | None, str | None]:
+        """A ``checkpoint_freq`` checkpoint: (its path, None) once published, or, for a sweep
+        whose checkpoints go to object storage, (None, its URI) while it uploads on a thread
+        beside the next iteration (the report that confirms it records it)."""
+        assert self._trainable is not None and self._info is not None
+        if isinstance(self._trainable, FunctionTrainable):
+            return self._trainable.save(""), None  # its latest reported checkpoint, already persisted
+        path = self._write_checkpoint()
+        uri = upload_target(path, self._info)
+        if uri is None:
+            return publish_checkpoint(path, self._info), None
+        if self._uploader is None:
+            self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-upload")
+        self._upload = (self._uploader.submit(upload_checkpoint, path, uri, self._info), uri,
+                        self._trainable.iteration)
+        return None, uri
+
+    def _discard_upload(self) -> None:
+        """An upload whose checkpoint will never be recorded (the trial takes another state, or
+        ends without asking for it): let it finish, then delete it, so the bucket keeps no
+        checkpoint that retention does not know of."""
+        upload, self._upload = self._upload, None
+        if upload is None or self._info is None:
+            return
+        future, uri, _ = upload
+        try:
+            future.result()
+            self._info.storage.delete(uri)
+        except OSError:
+            pass  # not there, or not deletable: nothing on record points at it
+
+    def _confirm_upload(self) -> tuple[str, int] | None:
+        """Wait for the checkpoint uploading (if any); its (URI, iteration) once it is there. A
+        failed upload fails the trial, as a synchronous one would."""
+        upload, self._upload = self._upload, None
+        if upload is None:
+            return None
+        future, uri, iteration = upload
+        future.result()
+        return uri, iteration
 
     def stop(self) -> None:
         """Clean up the current trainable; the actor stays, ready for another trial."""
+        self._discard_upload()
         self._stop_trainable(in_call=False)
 
     def _stop_trainable(self, in_call: bool = True) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from .location import Storage, is_uri, open_storage
 
-__all__ = ["fetch_checkpoint", "publish_checkpoint", "storage_of"]
+__all__ = ["fetch_checkpoint", "publish_checkpoint", "storage_of", "upload_checkpoint", "upload_target"]
 
 #: The folder under a trial's local folder where fetched checkpoints are put.
 FETCHED = ".fetched"
@@ -28,8 +28,8 @@ def publish_checkpoint(path: str, info: Any) -> str:
     """The checkpoint folder ``path`` (on this node) where the sweep keeps it: its URI in the
     sweep's object storage once uploaded there, else ``path`` itself (sent to the driver's disk
     first, through the sweep's keeper, when this is another node of a cluster)."""
-    storage: Storage | None = getattr(info, "storage", None)
-    if storage is None or storage.is_local or not info.storage_dir:
+    uri = upload_target(path, info)
+    if uri is None:
         keeper = getattr(info, "keeper", None)
         if keeper is not None and not _on_node(info.driver_node):
             import ray
@@ -41,9 +41,24 @@ def publish_checkpoint(path: str, info: Any) -> str:
                 # does not fill with checkpoints that num_to_keep prunes on the driver's)
                 shutil.rmtree(path, ignore_errors=True)
         return path
-    uri = f"{info.storage_dir.rstrip('/')}/{os.path.basename(path.rstrip(os.sep))}"
+    return upload_checkpoint(path, uri, info)
+
+
+def upload_target(path: str, info: Any) -> str | None:
+    """The URI :func:`publish_checkpoint` uploads the checkpoint folder ``path`` to; None when the
+    sweep keeps its checkpoints in a folder (nothing to upload, the path is the checkpoint)."""
+    storage: Storage | None = getattr(info, "storage", None)
+    if storage is None or storage.is_local or not info.storage_dir:
+        return None
+    return f"{info.storage_dir.rstrip('/')}/{os.path.basename(path.rstrip(os.sep))}"
+
+
+def upload_checkpoint(path: str, uri: str, info: Any) -> str:
+    """Upload the checkpoint folder ``path`` to ``uri`` in the sweep's object storage, then remove
+    the local copy; returns ``uri``. Safe to run on a thread of its own (the trial's actor uploads
+    one checkpoint while the trainable runs its next iteration)."""
     try:
-        storage.upload(path, uri)
+        info.storage.upload(path, uri)
     except OSError as exc:
         raise OSError(f"trial {info.trial_name}: cannot upload its checkpoint to {uri}: {_line(exc)}") from exc
     shutil.rmtree(path, ignore_errors=True)

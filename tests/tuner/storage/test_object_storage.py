@@ -132,3 +132,46 @@ def test_a_checkpoint_that_cannot_be_fetched_is_one_line_naming_the_trial_and_th
     with pytest.raises(FileNotFoundError) as info_error:
         fetch_checkpoint(missing, info)
     assert str(info_error.value) == f"trial PPO_t1: cannot fetch its checkpoint {missing}: no checkpoint at {missing}"
+
+
+class CountsAndMarks(tune.Trainable):
+    """Counts its iterations; each leaves a file named after it (the event the gate waits for)."""
+
+    def setup(self, config):
+        self.count = 0
+
+    def step(self):
+        self.count += 1
+        open(os.path.join(self.config["marks"], f"trained_{self.count}"), "w").close()
+        return {"count": self.count}
+
+    def save_checkpoint(self, checkpoint_dir):
+        return {"count": self.count}
+
+    def load_checkpoint(self, checkpoint):
+        self.count = checkpoint["count"]
+
+
+def test_a_checkpoint_uploads_while_the_next_iteration_runs_and_is_recorded_once_it_is_there(tmp_path, monkeypatch):
+    """The upload of iteration 1's checkpoint waits until iteration 2 has trained: a trial that
+    waited for its upload before going on would never get there (the upload gives up, the trial
+    errors). Every checkpoint ends up recorded, each with its own iteration, and in the storage."""
+    from tests.tuner.storage.gated_filesystem import GatedFileSystem
+
+    monkeypatch.setenv("TUNER_STORAGE_PATH", str(tmp_path / "local"))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    bucket = tmp_path / "bucket"
+    filesystem = GatedFileSystem(gated="checkpoint_000001", gate=str(marks / "trained_2"))
+    analysis = tune.run(CountsAndMarks, config={"marks": str(marks)}, stop={"training_iteration": 3},
+                        checkpoint_freq=1, storage_path=str(bucket), storage_filesystem=filesystem, name="gated",
+                        resources_per_trial={"cpu": 0.5}, verbose=0)
+    (trial,) = analysis.trials
+    assert trial.status == "TERMINATED", trial.error
+    recorded = analysis.checkpoints(trial.trial_id)
+    assert sorted((row["path"].rsplit("/", 1)[-1], row["iteration"], row["metrics"]["count"]) for row in recorded) == [
+        ("checkpoint_000001", 1, 1), ("checkpoint_000002", 2, 2), ("checkpoint_000003", 3, 3)]
+    assert trial.checkpoint.path.endswith("checkpoint_000003")
+    for row in recorded:  # in the storage, each in a folder of its own
+        assert row["path"].startswith(str(bucket).lstrip("/")) or str(bucket) in row["path"], row["path"]
+        assert list(bucket.rglob(row["path"].rsplit("/", 1)[-1])), row["path"]
