@@ -535,7 +535,7 @@ class Controller(ResourceChanges):
         trial.own_progress = None if donor is trial else (trial.iteration, time_total)
         trial.config = new_config
         trial.checkpoint_path = donor.checkpoint_path
-        trial.pending_upload = None  # its own state goes: the actor drops that upload
+        trial.pending_uploads.clear()  # its own state goes: the actor drops those uploads
         self._store.update_trial(
             trial.trial_id, config=new_config, config_blob=_blob(new_config), checkpoint_path=donor.checkpoint_path
         )
@@ -593,8 +593,10 @@ class Controller(ResourceChanges):
         self._pending_rows.append((trial.trial_id, iteration, result))
         if checkpoint_path:
             self._set_checkpoint(trial, checkpoint_path)
+        for uri, _ in report.uploaded:
+            self._set_checkpoint(trial, uri)
         if report.uploading:
-            trial.pending_upload = (report.uploading, iteration, result)
+            trial.pending_uploads.append((report.uploading, iteration, result))
         if iteration <= self._seen.get(trial.trial_id, 0):
             return True  # re-run after a restore from an older checkpoint: decided on already
         self._seen[trial.trial_id] = iteration
@@ -681,11 +683,11 @@ class Controller(ResourceChanges):
             and not (trial.checkpoint_path or "").endswith(f"checkpoint_{trial.iteration:06d}")
         )
         # A checkpoint still uploading is waited for (the save answers with it) and recorded.
-        uploading = status == TrialStatus.TERMINATED and trial.pending_upload is not None
+        uploading = status == TrialStatus.TERMINATED and bool(trial.pending_uploads)
         if (want_save or uploading) and trial.trial_id in self._pool.running:
             self._inflight[self._backend.call(self._pool.running[trial.trial_id].actor, "save")] = (trial, Call.END)
             return
-        trial.pending_upload = None  # the actor deletes it: nothing on record will point at it
+        trial.pending_uploads.clear()  # the actor deletes them: nothing on record will point at them
         self._set_status(trial, status)
         if durable:
             self._make_durable()
@@ -729,17 +731,22 @@ class Controller(ResourceChanges):
         # Results first: a checkpoint on record must never be ahead of the stored results it
         # covers, or a resume from it would leave a gap in the trial's curve.
         self._flush_results()
-        iteration, metrics = trial.iteration, trial.last_result
-        if trial.pending_upload is not None and trial.pending_upload[0] == path:  # an upload confirmed
-            _, iteration, metrics = trial.pending_upload
-            trial.pending_upload = None
-        trial.checkpoint_path = path
-        trial.own_progress = None  # its own checkpoint now, with its own iteration
-        self._store.update_trial(trial.trial_id, checkpoint_path=path)
-        self._checkpoints.register(trial.trial_id, path, iteration, metrics,
-                                   protected=lambda: self._checkpoint_paths(but=None))
-        if self._callbacks:
-            self._callbacks.call("on_checkpoint", self._iteration, self._trials, trial, Checkpoint(path))
+        # An upload confirmed: it and every earlier one are there (a save the controller asked
+        # for answers once all of the trial's uploads are; its checkpoint comes after them).
+        uploads = [uri for uri, _, _ in trial.pending_uploads]
+        if path in uploads:
+            confirmed = trial.pending_uploads[:uploads.index(path) + 1]
+        else:
+            confirmed = [*trial.pending_uploads, (path, trial.iteration, trial.last_result)]
+        del trial.pending_uploads[:len(confirmed)]
+        for uri, iteration, metrics in confirmed:
+            trial.checkpoint_path = uri
+            trial.own_progress = None  # its own checkpoint now, with its own iteration
+            self._store.update_trial(trial.trial_id, checkpoint_path=uri)
+            self._checkpoints.register(trial.trial_id, uri, iteration, metrics,
+                                       protected=lambda: self._checkpoint_paths(but=None))
+            if self._callbacks:
+                self._callbacks.call("on_checkpoint", self._iteration, self._trials, trial, Checkpoint(uri))
 
     def _checkpoint_paths(self, but: Trial | None) -> set[str]:
         """The checkpoints trials point at (other than ``but``): retention must not delete them."""
@@ -767,7 +774,7 @@ class Controller(ResourceChanges):
                                    f"stopped, its trials resumable from their last checkpoints")
         trial.num_failures += 1
         trial.error = error
-        trial.pending_upload = None  # it restarts from the last checkpoint on record
+        trial.pending_uploads.clear()  # it restarts from the last checkpoint on record
         self._store.update_trial(trial.trial_id, error=trial.error, num_failures=trial.num_failures)
         logger.warning("trial %s failed (%d time(s)):\n%s", trial.trial_name, trial.num_failures, trial.error)
         self._drop_inflight(trial)

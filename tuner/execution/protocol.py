@@ -35,9 +35,9 @@ class Report:
     checkpoint_path: str | None = None
     finished: bool = False
     error: str | None = None
-    #: ``checkpoint_path`` is an earlier iteration's checkpoint whose upload finished meanwhile:
-    #: that iteration (None: the checkpoint is this report's own).
-    checkpoint_iteration: int | None = None
+    #: Earlier iterations' checkpoints whose uploads finished since the last report, oldest first:
+    #: (URI, iteration) each, to be recorded now.
+    uploaded: tuple[tuple[str, int], ...] = ()
     #: A checkpoint of this iteration still uploading to the sweep's object storage (its URI):
     #: recorded only once a later report (or a save) confirms it, never before it is there.
     uploading: str | None = None
@@ -48,7 +48,7 @@ class Report:
         the function returned or said it is done, a checkpoint was written (checkpoints only
         ever hold decided iterations), or it failed."""
         return (self.finished or self.error is not None or self.checkpoint_path is not None
-                or self.uploading is not None or bool(self.result and self.result.get("done")))
+                or self.uploading is not None or bool(self.uploaded) or bool(self.result and self.result.get("done")))
 
 
 @dataclasses.dataclass

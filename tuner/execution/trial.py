@@ -27,9 +27,9 @@ class Trial:
     num_failures: int = 0
     error: str | None = None
     checkpoint_path: str | None = None
-    #: A checkpoint the trial's actor is uploading to object storage: (its URI, the iteration
-    #: and the result it holds), recorded once a later report or a save confirms it.
-    pending_upload: tuple[str, int, dict[str, Any] | None] | None = None
+    #: Checkpoints the trial's actor is uploading to object storage, oldest first: (URI, the
+    #: iteration and the result each holds), each recorded once a later report or a save confirms it.
+    pending_uploads: list[tuple[str, int, dict[str, Any] | None]] = dataclasses.field(default_factory=list)
     #: (iteration, time_total_s) the trial had when it took a donor's checkpoint (a PBT exploit),
     #: until it saves one of its own: a start from the donor's checkpoint sets them back, so the
     #: trial's curve goes on from its own iteration, not the donor's.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import time
@@ -16,6 +17,10 @@ from tuner.trainable.checkpoint import persist_checkpoint
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import Trainable
+
+#: Checkpoints a trial's actor uploads at once: with a store slower than that many iterations the
+#: trial waits for it (each upload in flight holds its local copy until it is done).
+MAX_UPLOADS = 4
 
 
 class TrialError(RuntimeError):
@@ -51,9 +56,9 @@ class TrialActor:
         self._setup_s = 0.0
         self._stop_s = 0.0
         self._stopped: tuple[str, float, bool] | None = None  # (trial, seconds, in a run call) of the last cleanup
-        # A checkpoint uploading to object storage while the trainable runs on: (the upload, its
-        # URI, its iteration); one at a time, confirmed by the next report or save.
-        self._upload: tuple[Future[str], str, int] | None = None
+        # Checkpoints uploading to object storage while the trainable runs on, oldest first: (the
+        # upload, its URI, its iteration); each confirmed by a later report or a save.
+        self._uploads: collections.deque[tuple[Future[str], str, int]] = collections.deque()
         self._uploader: ThreadPoolExecutor | None = None
 
     def start(
@@ -73,7 +78,7 @@ class TrialActor:
         ``progress`` (the checkpoint is a donor's) the trial's own iteration and time are set
         back after the restore.
         """
-        self._discard_upload()
+        self._discard_uploads()
         self._stop_trainable()
         began = time.perf_counter()
         self._start_error = None
@@ -173,7 +178,7 @@ class TrialActor:
         if self._trainable is None or self._trainable_cls is None:
             raise TrialError("exploit() called with no running trainable")
         iteration, time_total = self._trainable.progress()
-        self._discard_upload()  # its own state goes: the controller forgets the checkpoint it awaited
+        self._discard_uploads()  # its own state goes: the controller forgets the checkpoint it awaited
         try:
             self._trainable.restore(fetch_checkpoint(checkpoint_path, info))
             self._trainable.set_trial_info(info)  # what the driver prepared for the new config
@@ -223,15 +228,13 @@ class TrialActor:
                 return Report(result=None, finished=True, checkpoint_path=self._persist(reported, result))
             if reported:
                 return Report(result=result, checkpoint_path=self._persist(reported, result))
-            # The last iteration's upload ran beside this one; it is confirmed (or fails) here.
-            confirmed = self._confirm_upload()
+            # Uploads run beside the iterations; those done by now are confirmed (a failed one
+            # fails the trial, as a synchronous upload would), before this iteration's starts.
+            uploaded = self._confirm_uploads(wait=False)
             path = uploading = None
             if self._checkpoint_freq and result["training_iteration"] % self._checkpoint_freq == 0:
                 path, uploading = self._periodic_checkpoint()
-            if confirmed is not None:  # an upload's confirmation and a local path never come together
-                return Report(result=result, checkpoint_path=confirmed[0], checkpoint_iteration=confirmed[1],
-                              uploading=uploading)
-            return Report(result=result, checkpoint_path=path, uploading=uploading)
+            return Report(result=result, checkpoint_path=path, uploaded=uploaded, uploading=uploading)
         except TrialError:
             raise
         except BaseException as exc:  # noqa: BLE001
@@ -261,11 +264,10 @@ class TrialActor:
         assert self._trainable is not None and self._info is not None
         if isinstance(self._trainable, FunctionTrainable):
             return self._trainable.save("")  # its latest reported checkpoint, already persisted
-        if self._upload is not None and self._upload[2] == self._trainable.iteration:
-            confirmed = self._confirm_upload()  # this iteration's checkpoint, uploading already
-            assert confirmed is not None
-            return confirmed[0]
-        self._discard_upload()
+        if self._uploads and self._uploads[-1][2] == self._trainable.iteration:
+            # this iteration's checkpoint, uploading already: it and every earlier one, once there
+            return self._confirm_uploads(wait=True)[-1][0]
+        self._confirm_uploads(wait=True)  # earlier iterations' uploads: there before this save answers
         return publish_checkpoint(self._write_checkpoint(), self._info)
 
     def _write_checkpoint(self) -> str:
@@ -289,38 +291,40 @@ class TrialActor:
         if uri is None:
             return publish_checkpoint(path, self._info), None
         if self._uploader is None:
-            self._uploader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-upload")
-        self._upload = (self._uploader.submit(upload_checkpoint, path, uri, self._info), uri,
-                        self._trainable.iteration)
+            self._uploader = ThreadPoolExecutor(max_workers=MAX_UPLOADS, thread_name_prefix="checkpoint-upload")
+        if len(self._uploads) >= MAX_UPLOADS:  # the store is slower than the iterations: wait for it
+            self._uploads[0][0].result()
+        self._uploads.append((self._uploader.submit(upload_checkpoint, path, uri, self._info), uri,
+                              self._trainable.iteration))
         return None, uri
 
-    def _discard_upload(self) -> None:
-        """An upload whose checkpoint will never be recorded (the trial takes another state, or
-        ends without asking for it): let it finish, then delete it, so the bucket keeps no
+    def _discard_uploads(self) -> None:
+        """Uploads whose checkpoints will never be recorded (the trial takes another state, or
+        ends without asking for them): let them finish, then delete them, so the bucket keeps no
         checkpoint that retention does not know of."""
-        upload, self._upload = self._upload, None
-        if upload is None or self._info is None:
-            return
-        future, uri, _ = upload
-        try:
-            future.result()
-            self._info.storage.delete(uri)
-        except OSError:
-            pass  # not there, or not deletable: nothing on record points at it
+        uploads, self._uploads = self._uploads, collections.deque()
+        for future, uri, _ in uploads:
+            try:
+                future.result()
+                if self._info is not None:
+                    self._info.storage.delete(uri)
+            except OSError:
+                pass  # not there, or not deletable: nothing on record points at it
 
-    def _confirm_upload(self) -> tuple[str, int] | None:
-        """Wait for the checkpoint uploading (if any); its (URI, iteration) once it is there. A
-        failed upload fails the trial, as a synchronous one would."""
-        upload, self._upload = self._upload, None
-        if upload is None:
-            return None
-        future, uri, iteration = upload
-        future.result()
-        return uri, iteration
+    def _confirm_uploads(self, wait: bool) -> tuple[tuple[str, int], ...]:
+        """The uploads that are done, oldest first, as (URI, iteration), up to the first still
+        running (``wait``: all of them, waited for). A failed upload raises its error."""
+        done = []
+        while self._uploads and (wait or self._uploads[0][0].done()):
+            future, uri, iteration = self._uploads[0]
+            future.result()
+            self._uploads.popleft()
+            done.append((uri, iteration))
+        return tuple(done)
 
     def stop(self) -> None:
         """Clean up the current trainable; the actor stays, ready for another trial."""
-        self._discard_upload()
+        self._discard_uploads()
         self._stop_trainable(in_call=False)
 
     def _stop_trainable(self, in_call: bool = True) -> None:

@@ -153,8 +153,8 @@ class CountsAndMarks(tune.Trainable):
 
 
 def test_a_checkpoint_uploads_while_the_next_iteration_runs_and_is_recorded_once_it_is_there(tmp_path, monkeypatch):
-    """The upload of iteration 1's checkpoint waits until iteration 2 has trained: a trial that
-    waited for its upload before going on would never get there (the upload gives up, the trial
+    """The upload of iteration 1's checkpoint waits until iteration 3 has trained: a trial that
+    waited for its uploads before going on would never get there (the upload gives up, the trial
     errors). Every checkpoint ends up recorded, each with its own iteration, and in the storage."""
     from tests.tuner.storage.gated_filesystem import GatedFileSystem
 
@@ -162,16 +162,17 @@ def test_a_checkpoint_uploads_while_the_next_iteration_runs_and_is_recorded_once
     marks = tmp_path / "marks"
     marks.mkdir()
     bucket = tmp_path / "bucket"
-    filesystem = GatedFileSystem(gated="checkpoint_000001", gate=str(marks / "trained_2"))
-    analysis = tune.run(CountsAndMarks, config={"marks": str(marks)}, stop={"training_iteration": 3},
+    filesystem = GatedFileSystem(gated="checkpoint_000001", gate=str(marks / "trained_3"))
+    analysis = tune.run(CountsAndMarks, config={"marks": str(marks)}, stop={"training_iteration": 4},
                         checkpoint_freq=1, storage_path=str(bucket), storage_filesystem=filesystem, name="gated",
                         resources_per_trial={"cpu": 0.5}, verbose=0)
     (trial,) = analysis.trials
     assert trial.status == "TERMINATED", trial.error
     recorded = analysis.checkpoints(trial.trial_id)
     assert sorted((row["path"].rsplit("/", 1)[-1], row["iteration"], row["metrics"]["count"]) for row in recorded) == [
-        ("checkpoint_000001", 1, 1), ("checkpoint_000002", 2, 2), ("checkpoint_000003", 3, 3)]
-    assert trial.checkpoint.path.endswith("checkpoint_000003")
+        ("checkpoint_000001", 1, 1), ("checkpoint_000002", 2, 2), ("checkpoint_000003", 3, 3),
+        ("checkpoint_000004", 4, 4)]
+    assert trial.checkpoint.path.endswith("checkpoint_000004")
     for row in recorded:  # in the storage, each in a folder of its own
         assert row["path"].startswith(str(bucket).lstrip("/")) or str(bucket) in row["path"], row["path"]
         assert list(bucket.rglob(row["path"].rsplit("/", 1)[-1])), row["path"]
