@@ -32,6 +32,8 @@ from tuner.store import Store
 logger = logging.getLogger(__name__)
 
 SCORE_ORDERS = ("max", "min")
+#: Deletes of checkpoints in object storage under way at once (on threads of the driver, off its loop).
+DELETES_AT_ONCE = 4
 
 
 @dataclasses.dataclass
@@ -198,7 +200,9 @@ class CheckpointManager:
         self._write(record, deleted_at=record.deleted_at)  # on record first: a resume skips it
         if self._storage is not None and is_uri(record.path):
             if self._deleter is None:
-                self._deleter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tuner-checkpoint-delete")
+                # a delete is a round trip to the store, each checkpoint's its own: several at once
+                self._deleter = concurrent.futures.ThreadPoolExecutor(DELETES_AT_ONCE,
+                                                                      thread_name_prefix="tuner-checkpoint-delete")
             self._deleter.submit(self._delete_remote, record.path)
         else:
             shutil.rmtree(Path(record.path).absolute(), ignore_errors=True)
