@@ -285,7 +285,7 @@ class TrialActor:
         beside the next iteration (the report that confirms it records it)."""
         assert self._trainable is not None and self._info is not None
         if isinstance(self._trainable, FunctionTrainable):
-            return self._trainable.save(""), None  # its latest reported checkpoint, already persisted
+            return self._save(), None
         path = self._write_checkpoint()
         uri = upload_target(path, self._info)
         if uri is None:
