@@ -17,7 +17,6 @@ from pathlib import Path
 
 import psutil
 
-GCS_PORT = 6390  # Redis holds Ray's default 6379 on these machines
 
 
 def free_port(preferred: int | None = None) -> int:
@@ -71,7 +70,8 @@ def start_cluster(tmp: Path, cpus: int = 2, agent_port: int | None = None,
     (its `python` first on PATH: the Jobs' entrypoints run `python`) and ``env_vars`` (what a
     cluster's pods get from their spec: credentials, say); its job agent listens on
     ``agent_port`` (default: a free port)."""
-    gcs_port = free_port(GCS_PORT)
+    # a port of its own, not Ray's or 6390: a head stopped a moment before may still hold its GCS session there
+    gcs_port = free_port()
     dashboard_port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env.update(env_vars or {})
