@@ -44,12 +44,9 @@ import copy
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence, overload
 
+from schedulers.control import SchedulerProtocolError, TrialControl
 from schedulers.trial_scheduler import TrialScheduler
 from schedulers.trial_status import TrialStatus
-
-
-class SchedulerProtocolError(AssertionError):
-    """The scheduler broke the controller protocol."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -125,7 +122,7 @@ class SimulationResult:
 Curves = Mapping[str, Sequence[float]] | Callable[[dict, int], float] | Callable[[dict, int, float | None], float]
 
 
-class Simulator:
+class Simulator(TrialControl):
     """Drives ``scheduler`` on ``curves``; see the module docstring.
 
     Args:
@@ -205,7 +202,6 @@ class Simulator:
         self.budget_used = 0
         self._queue: collections.deque[SimTrial] = collections.deque()
         self._checkpoints: dict[str, tuple[str, int, float | None]] = {}  # path -> (curve_id, position, value)
-        self._deciding: SimTrial | None = None
         self._exploit_pending: dict[str, str] = {}  # trial_id -> checkpoint path to restore
         self._started = False
         self._ended = False
@@ -214,46 +210,31 @@ class Simulator:
         if not scheduler.set_search_properties(metric, mode):
             raise ValueError("the scheduler's metric/mode conflict with the simulation's")
 
-    # -- the controller protocol ---------------------------------------------------------------
+    # -- the controller protocol (its rules: schedulers/control.py) -----------------------------
     def get_trials(self) -> list[SimTrial]:
         return list(self.trials)
 
-    def get_live_trials(self) -> list[SimTrial]:  # Ray Tune's controller has it (parity tests)
-        return [t for t in self.trials if t.status in (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.PAUSED)]
-
-    def stop_trial(self, trial: SimTrial) -> None:
-        if trial is self._deciding:
-            raise SchedulerProtocolError(
-                f"stop_trial({trial.trial_id}) while deciding its own result: answer STOP instead"
-            )
-        if trial.status not in (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.PAUSED):
-            return
+    def _stop(self, trial: SimTrial) -> None:
         self._set_status(trial, TrialStatus.TERMINATED)
         self._log("stop_trial", trial)
         self.scheduler.on_trial_remove(self, trial)
 
-    def exploit_trial(self, trial: SimTrial, donor: SimTrial, new_config: dict[str, Any]) -> bool:
-        if trial is not self._deciding and trial.status != TrialStatus.PAUSED:
-            raise SchedulerProtocolError(
-                f"exploit_trial({trial.trial_id}): only the trial being decided or a PAUSED one"
-            )
-        if donor.checkpoint_path is None:  # skipped, as the controller does
-            self._log("exploit_skipped", trial, donor.trial_id)
-            return False
+    def _has_checkpoint(self, donor: SimTrial) -> bool:
+        return donor.checkpoint_path is not None
+
+    def _exploit_skipped(self, trial: SimTrial, donor: SimTrial) -> None:
+        self._log("exploit_skipped", trial, donor.trial_id)
+
+    def _exploit(self, trial: SimTrial, donor: SimTrial, new_config: dict[str, Any]) -> None:
+        assert donor.checkpoint_path is not None
         trial.config = copy.deepcopy(new_config)
         self._log("exploit", trial, (donor.trial_id, copy.deepcopy(new_config)))
         if trial is self._deciding:
             self._exploit_pending[trial.trial_id] = donor.checkpoint_path
         else:
             trial.checkpoint_path = donor.checkpoint_path  # resumes from the donor's state
-        return True
 
-    def checkpoint_trial(self, trial: SimTrial) -> None:
-        if trial is not self._deciding:
-            raise SchedulerProtocolError(
-                f"checkpoint_trial({trial.trial_id}): only for the trial being decided "
-                "(a paused trial's pause checkpoint serves)"
-            )
+    def _checkpoint(self, trial: SimTrial) -> None:
         self._save(trial)
         self._log("checkpoint", trial)
 
@@ -375,11 +356,8 @@ class Simulator:
             "trial_id": trial.trial_id,
         }
         trial.last_result = result
-        self._deciding = trial
-        try:
+        with self.deciding(trial):
             decision = self.scheduler.on_trial_result(self, trial, dict(result))
-        finally:
-            self._deciding = None
         self.results_processed += 1
         self._log("result", trial, decision)
         if decision not in TrialScheduler.DECISIONS:

@@ -11,16 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+from collections.abc import Sequence
 from typing import Any
+
+from schedulers.trial_status import TrialStatus
 
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.store import Store
 from tuner.sweep_status import SweepStatus
 
-__all__ = ["BudgetCut", "load_budget_cut", "save_budget_cut", "unproposed"]
+__all__ = ["BudgetCut", "budget_cut", "load_budget_cut", "save_budget_cut", "unproposed", "warn_silent_trials"]
 
 _STATE_KEY = "budget_cut"
+
+logger = logging.getLogger("tuner.execution.controller")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +58,25 @@ def unproposed(searcher: Searcher, max_trials: int | None, proposed: int) -> int
     if isinstance(inner, BasicVariantGenerator):
         return max(0, inner.total_trials - inner.num_suggested)
     return None
+
+
+def budget_cut(budget_s: float, left: int | None, trials: Sequence[Any]) -> BudgetCut | None:
+    """How the spent budget ``budget_s`` left the sweep, with ``left`` trials the searcher would
+    still propose (None: unknown) and ``trials`` those it made; None when nothing was left undone."""
+    pending = sum(t.status == TrialStatus.PENDING for t in trials)
+    if left is not None and not left + pending:
+        return None
+    return BudgetCut(budget_s, None if left is None else left + pending, None if left is None else len(trials) + left)
+
+
+def warn_silent_trials(sweep: str, trials: Sequence[Any]) -> None:
+    """One warning naming the trials that ended without a single result (a function that
+    returned before its first ``tune.report``): nothing else would tell them from good ones."""
+    silent = [t.trial_name for t in trials if t.status == TrialStatus.TERMINATED and t.last_result is None]
+    if silent:
+        more = f" and {len(silent) - 5} more" if len(silent) > 5 else ""
+        logger.warning("sweep %s: %d trial(s) reported no result (a function trainable must call tune.report): "
+                       "%s%s", sweep, len(silent), ", ".join(silent[:5]), more)
 
 
 def save_budget_cut(store: Store, experiment_id: int, cut: BudgetCut | None) -> None:

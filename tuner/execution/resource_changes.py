@@ -7,14 +7,16 @@ reserved as groups of their own (Ray cannot resize a placement group), handed to
 next iteration, and given back once it has let them go. Any other trainable restarts from a
 checkpoint in a group of the new shape, as in Ray Tune.
 
-A mixin of :class:`~tuner.execution.controller.Controller`: it reads the controller's slot pool,
-calls in flight and profiler, and the controller answers its ``Call.RESOURCES`` replies with
-``_on_resources_updated``.
+A component of the controller: it is handed the slot pool, the calls in flight and the profiler,
+and two questions it asks about a trial (what its trainable prepared for its config, whether it
+can be saved); the controller passes it the answers to its ``Call.RESOURCES`` calls
+(:meth:`ResourceChanges.updated`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from schedulers.resource_changing import RESOURCES_IN_PLACE, RESOURCES_ON_RESTART, RESOURCES_REFUSED
@@ -23,36 +25,38 @@ from tuner.execution.protocol import Call
 from tuner.execution.resources import PlacementGroupFactory, check_feasible
 
 if TYPE_CHECKING:
-    from tuner.execution.backend import Backend
+    from tuner.execution.calls import Calls
     from tuner.execution.profiler import SweepProfiler
     from tuner.execution.slots import SlotPool
     from tuner.execution.trial import Trial
-    from tuner.trainable.context import TrialInfo
     from tuner.trainable.trainable import Trainable
 
 logger = logging.getLogger("tuner.execution.controller")
 
 
 class ResourceChanges:
-    """``set_trial_resources`` and its follow-ups, for the controller."""
+    """``set_trial_resources`` and its follow-ups, for the controller.
 
-    _pool: SlotPool
-    _backend: Backend
-    _inflight: dict[Any, tuple[Trial, Call]]
-    _profiler: SweepProfiler | None
-    _trainable_cls: type[Trainable]
+    ``prepared(trial)``: what the trainable's ``prepare_trial`` gave for the trial's config;
+    ``cannot_save(trial, to)``: whether the trial cannot be checkpointed (said once, naming ``to``).
+    """
 
-    if TYPE_CHECKING:  # the controller's own
-        def _info(self, trial: Trial) -> TrialInfo: ...
-
-        def _cannot_save(self, trial: Trial, to: str) -> bool: ...
+    def __init__(self, pool: SlotPool, calls: Calls, trainable_cls: type[Trainable],
+                 prepared: Callable[[Trial], Any], cannot_save: Callable[[Trial, str], bool],
+                 profiler: SweepProfiler | None = None) -> None:
+        self._pool = pool
+        self._calls = calls
+        self._trainable_cls = trainable_cls
+        self._prepared = prepared
+        self._cannot_save = cannot_save
+        self._profiler = profiler
 
     def cluster_resources(self) -> dict[str, float]:
         """The cluster's total resources (re-read every few seconds)."""
         self._pool.read_cluster_resources()
         return self._pool.total
 
-    def set_trial_resources(self, trial: Trial, bundles: list[dict[str, float]]) -> str:
+    def resize(self, trial: Trial, bundles: list[dict[str, float]]) -> str:
         """Give the running ``trial`` (its result being decided) the placement-group ``bundles``
         (``ResourceChangingScheduler``).
 
@@ -71,7 +75,7 @@ class ResourceChanges:
         own = slot.pgf.bundles
         cls = self._trainable_cls
         if (cls.supports_elastic_resources and new.bundles[:len(own)] == own
-                and cls.accepts_resources(trial.config, new.bundles, self._info(trial).prepared)):
+                and cls.accepts_resources(trial.config, new.bundles, self._prepared(trial))):
             extra, current = new.bundles[len(own):], slot.extension_bundles
             keep = 0
             while keep < min(len(extra), len(current)) and extra[keep] == current[keep]:
@@ -80,8 +84,7 @@ class ResourceChanges:
             if groups is None:
                 return RESOURCES_REFUSED  # not free (yet): the next result asks again
             self._profile_resize(trial)
-            ref = self._backend.call(slot.actor, "update_resources", new.bundles, groups)
-            self._inflight[ref] = (trial, Call.RESOURCES)
+            self._calls.send(trial, Call.RESOURCES, slot.actor, "update_resources", new.bundles, groups)
             trial.placement_group_factory = new
             logger.info("trial %s now holds %d bundles (%s CPUs) in place", trial.trial_name, len(new.bundles),
                         new.required().get("CPU", 0.0))
@@ -96,7 +99,7 @@ class ResourceChanges:
         trial.placement_group_factory = new
         return RESOURCES_ON_RESTART
 
-    def _on_resources_updated(self, trial: Trial, in_place: Any) -> None:
+    def updated(self, trial: Trial, in_place: Any) -> None:
         """The trial actor applied a ``set_trial_resources``: the groups it let go are given back."""
         self._pool.remove_retired(trial.trial_id)
         if not in_place:
@@ -118,7 +121,7 @@ class ResourceChanges:
         cpus = slot.pgf.required().get("CPU", 0.0) + sum(float(b.get("CPU", 0.0)) for b in extensions)
         self._profiler.resize(trial.trial_id, cpus)
 
-    def _reset_resources(self, trial: Trial) -> None:
+    def reset(self, trial: Trial) -> None:
         """A trial that grew in place gives its extension groups back with its slot: it restarts
         with its own group's bundles (and may grow again)."""
         slot = self._pool.running.get(trial.trial_id)

@@ -14,9 +14,13 @@ import dataclasses
 import pickle
 from typing import Any, Callable
 
-from schedulers.trial_status import TrialStatus
+from schedulers.control import TrialControl
+from schedulers.trial_scheduler import TrialScheduler
+from schedulers.trial_status import ENDED, TrialStatus
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.execution.trial import Trial
+from tuner.execution.trial_source import TrialSource
+from tuner.flatten import flat_result
 from tuner.store import Store
 
 #: "ERRORED_ONLY" also retries failed trials from their last checkpoint; "RESTART_ERRORED" retries
@@ -140,3 +144,34 @@ def _restore_own_progress(trials: list[Trial], exploits: list[dict[str, Any]], r
 
 
 __all__ = ["RESUME_MODES", "StoredSweep", "load_sweep", "validate_resume"]
+
+
+def replay(sweep: StoredSweep, control: TrialControl, scheduler: TrialScheduler, source: TrialSource) -> dict[str, int]:
+    """Bring the scheduler and searcher of a resumed sweep up to date: their stored state, the
+    results stored after it, and the ends of trials they were not told of. Returns ``seen`` (the
+    last iteration of each trial that decisions were made on)."""
+    seen = dict(sweep.seen)
+    source.resume(sweep.searcher_state, sweep.told_ended)
+    if sweep.scheduler_state is not None:
+        scheduler.load_state_dict(sweep.scheduler_state)
+    else:
+        for trial in sweep.trials:
+            scheduler.on_trial_add(control, trial)
+    for trial, result in sweep.replay:
+        trial.last_flat_result = flat = flat_result(result)
+        # Decisions on these results were acted on before the snapshot was taken, or are
+        # taken again when the interrupted trial gets there: only the data matters here.
+        source.result(trial.trial_id, flat)
+        with control.deciding(trial):
+            scheduler.on_trial_result(control, trial, flat)
+        seen[trial.trial_id] = int(result["training_iteration"])
+    for trial in sweep.trials:
+        if trial.last_result and trial.last_flat_result is None:
+            trial.last_flat_result = trial.last_result
+        if trial.status in ENDED and trial.trial_id not in source.told_ended:
+            if trial.status == TrialStatus.ERROR:
+                scheduler.on_trial_error(control, trial)
+            else:
+                scheduler.on_trial_complete(control, trial, trial.last_flat_result)
+            source.ended(trial.trial_id, trial.last_flat_result, error=trial.status == TrialStatus.ERROR)
+    return seen

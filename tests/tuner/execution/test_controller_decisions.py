@@ -16,6 +16,8 @@ import pytest
 import ray
 
 from schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
+from schedulers.control import SchedulerProtocolError
+from schedulers.simulator import simulate
 from schedulers.trial_scheduler import TrialScheduler
 from tests.tuner.execution.fake_backend import FakeBackend
 from tuner.api import _resources_for
@@ -243,3 +245,34 @@ def test_synchronous_pbt_pauses_both_trials_then_resumes_them_from_checkpoints_o
     assert scores(results[better.trial_id]) == [(i, 3.0 * i) for i in range(1, 5)]
     # the paused trials' actors waited for them: no new process for a resume
     assert backend.placed == 2 and backend.destroyed == 2
+
+
+# -- the protocol's rules, one implementation for the controller and the simulator ----------------
+class StopsItself(FIFOScheduler):
+    def on_trial_result(self, controller: Any, trial: Any, result: Any) -> str:
+        controller.stop_trial(trial)  # the rule: answer STOP instead
+        return self.CONTINUE
+
+
+class CheckpointsAnother(FIFOScheduler):
+    def on_trial_result(self, controller: Any, trial: Any, result: Any) -> str:
+        controller.checkpoint_trial(next(t for t in controller.get_trials() if t is not trial))
+        return self.CONTINUE
+
+
+class ExploitsARunningTrial(FIFOScheduler):
+    def on_trial_result(self, controller: Any, trial: Any, result: Any) -> str:
+        other = next(t for t in controller.get_trials() if t is not trial)
+        controller.exploit_trial(other, trial, dict(other.config))  # neither decided nor PAUSED
+        return self.CONTINUE
+
+
+@pytest.mark.parametrize("scheduler_cls, call", [(StopsItself, "stop_trial"), (CheckpointsAnother, "checkpoint_trial"),
+                                                 (ExploitsARunningTrial, "exploit_trial")])
+def test_a_scheduler_that_breaks_the_protocol_fails_the_same_way_in_a_sweep_and_in_the_simulator(
+        tmp_path, scheduler_cls, call):
+    with pytest.raises(SchedulerProtocolError, match=f"^{call}\\(") as simulated:
+        simulate(scheduler_cls(), {"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0, 3.0]}, n_slots=2, metric="score")
+    with pytest.raises(SchedulerProtocolError, match=f"^{call}\\(") as swept:
+        sweep(tmp_path, {"rate": grid_search([1.0, 2.0])}, scheduler=scheduler_cls(), stop={"training_iteration": 3})
+    assert str(swept.value).split(": ", 1)[1] == str(simulated.value).split(": ", 1)[1]

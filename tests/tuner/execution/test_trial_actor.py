@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from tuner import tune
-from tuner.execution.controller import RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S
+from tuner.execution.actor_requests import RESULT_BATCH_MAX, RESULT_BATCH_WINDOW_S
 from tuner.execution.trial_actor import TrialActor
 from tuner.trainable.context import TrialInfo
 from tuner.trainable.function_trainable import wrap_function
