@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.filterwarnings("ignore")
     from algorithms.ppo import PPO
-    from algorithms.sampling.worker_group import _RemoteRolloutWorker
+    from algorithms.sampling.rollout_actors import RemoteRolloutWorker as _RemoteRolloutWorker
 
     num_envs = args.envs or PPO.default_config()["num_envs_per_worker"]
     cpus = os.cpu_count() or 1

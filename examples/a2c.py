@@ -21,7 +21,8 @@ import numpy as np
 from algorithms.sampling.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.core.learner_config import make_optimizer, set_lr
 from algorithms.data.gae import compute_gae
-from algorithms.core.trainer import DistributedTrainer, check
+from algorithms.core.common_config import check
+from algorithms.core.trainer import DistributedTrainer
 from schedulers.validation import is_number
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import ray
 
-from schedulers.trial_scheduler import FIFOScheduler, TrialScheduler
+from schedulers.trial_scheduler import TrialScheduler
 from schedulers.trial_status import TrialStatus
 from tuner.analysis import ExperimentAnalysis
 from tuner.callback import Callback, CallbackList
@@ -24,15 +24,15 @@ from tuner.execution.leftovers import Leftovers, nothing_to_keep
 from tuner.execution.profiler import SweepProfiler, save_profile
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
-from tuner.execution.resume import load_sweep, validate_resume
+from tuner.execution.resume import adopt_stored_sweep, load_sweep, validate_resume
 from tuner.execution.sweep_lock import SweepLock
 from tuner.execution.trial_naming import TrialNamer
+from tuner.search.setup import grid_total, prepare_search
 from tuner.ray_session import check_ray_address, ensure_ray
 from tuner.registry import get_trainable
 from tuner.relocation import adopt_run_dir
 from tuner.run_arguments import check_writable_dir, validate_arguments
 from tuner.run_options import RunOptions
-from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.sendable import check_config_values, check_trainable_sendable
 from tuner.storage import Storage, open_storage
@@ -342,8 +342,8 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     stopper = to_stopper(options.stop)
     resources_for = _resources_for(trainable_cls, options.resources_per_trial)
     reporter = ProgressReporter(verbose=options.verbose, metric=options.metric, mode=options.mode)
-    scheduler, searcher, innermost, max_trials = _prepare_search(options)
-    planned = max_trials if max_trials is not None else _grid_total(innermost)
+    scheduler, searcher, innermost, max_trials = prepare_search(options)
+    planned = max_trials if max_trials is not None else grid_total(innermost)
     name = options.name or default_sweep_name(trainable_cls.__name__)
     run_dir = local_root(storage) / name
     tb_dir = (Path(options.tensorboard_dir).expanduser().absolute() if options.tensorboard_dir is not None
@@ -410,7 +410,7 @@ def _run_sweep(
     started.controller = controller = _build_controller(
         sweep, store, experiment_id, profiler, checkpoints, resumed=existing is not None)
     if existing is not None:
-        _adopt_stored_sweep(controller, checkpoints, load_sweep(
+        adopt_stored_sweep(controller, checkpoints, load_sweep(
             store, experiment_id, experiment_name=sweep.name, trainable_name=sweep.trainable_cls.__name__,
             run_dir=str(sweep.run_dir), resources_for=sweep.resources_for,
             retry_errored=sweep.options.resume in ("ERRORED_ONLY", "RESTART_ERRORED"),
@@ -528,43 +528,6 @@ def _callback_info(sweep: _Sweep, experiment_id: int, *, resumed: bool) -> dict[
     }
 
 
-def _prepare_search(options: RunOptions) -> tuple[TrialScheduler, Searcher, Searcher, int | None]:
-    """(scheduler, searcher, the innermost searcher (under limiters), the trial cap) for the sweep;
-    a scheduler or searcher that refuses the sweep's metric, mode or space is a ValueError."""
-    metric, mode, num_samples, config = options.metric, options.mode, options.num_samples, options.config or {}
-    scheduler = options.scheduler or FIFOScheduler()
-    if not scheduler.set_search_properties(metric, mode, config=dict(config)):
-        raise ValueError(
-            f"scheduler: its metric/mode ({scheduler.metric!r}, {scheduler.mode!r}) conflict with "
-            f"tune.run's ({metric!r}, {mode!r})"
-        )
-    searcher = options.search_alg or BasicVariantGenerator()
-    if not searcher.set_search_properties(metric, mode, dict(config), num_samples=num_samples, seed=options.seed):
-        raise ValueError(
-            f"search_alg: {type(searcher).__name__} refused tune.run's metric/mode ({metric!r}, {mode!r}) "
-            f"or config: its own are ({searcher.metric!r}, {searcher.mode!r}); give the search space "
-            f"either to the searcher or to tune.run, not both"
-        )
-    # The grid generator knows how many trials it has (grid x num_samples); others stop at num_samples.
-    innermost = searcher
-    while hasattr(innermost, "searcher") and isinstance(innermost.searcher, Searcher):
-        innermost = innermost.searcher
-    max_trials = None if isinstance(innermost, BasicVariantGenerator) else num_samples
-    return scheduler, searcher, innermost, max_trials
-
-
-def _grid_total(searcher: Searcher) -> int | None:
-    """How many trials a grid/random generator will make (points, grid points x num_samples)."""
-    return int(searcher.total_trials) if isinstance(searcher, BasicVariantGenerator) else None
-
-
-def planned_trials(options: RunOptions) -> int | None:
-    """How many trials a sweep of ``options`` will run (None: its searcher decides as it goes);
-    its search space, scheduler and searcher are checked as tune.run checks them."""
-    _, _, innermost, max_trials = _prepare_search(options)
-    return max_trials if max_trials is not None else _grid_total(innermost)
-
-
 def _checkpoint_spec(ckpt: Any) -> dict[str, Any]:
     """The checkpoint settings as the stored experiment spec records them."""
     return {
@@ -574,29 +537,6 @@ def _checkpoint_spec(ckpt: Any) -> dict[str, Any]:
         "checkpoint_score_attribute": ckpt.score_attribute,
         "checkpoint_score_order": ckpt.score_order,
     }
-
-
-def _adopt_stored_sweep(controller: Controller, checkpoints: CheckpointManager, sweep: Any, store: Store) -> None:
-    """A resume: the checkpoint records come back (restarted trials lose theirs), then the trials;
-    a trial whose checkpoint on record was deleted from disk falls back to its newest one left."""
-    checkpoints.load()
-    for trial_id in sweep.restarted:
-        checkpoints.forget(trial_id)
-    for trial in sweep.trials:
-        if trial.status == TrialStatus.PENDING and trial.checkpoint_path and not checkpoints.present(trial.checkpoint_path):
-            _fall_back(trial, checkpoints, store)
-    controller.adopt(sweep)
-
-
-def _fall_back(trial: Any, checkpoints: CheckpointManager, store: Store) -> None:
-    """A trial to run whose checkpoint on record is gone from disk: it goes on from its newest
-    checkpoint still there (or from scratch), and the user is told which one went missing."""
-    newest = checkpoints.newest(trial.trial_id)
-    then = (f"it goes on from {newest.path} (iteration {newest.iteration}), its newest checkpoint still there"
-            if newest is not None else "no checkpoint of it is left: it starts again from scratch")
-    logger.warning("trial %s: its latest checkpoint %s is missing; %s", trial.trial_name, trial.checkpoint_path, then)
-    trial.checkpoint_path = newest.path if newest is not None else None
-    store.update_trial(trial.trial_id, checkpoint_path=trial.checkpoint_path)
 
 
 def _existing_sweep(store: Store, name: str, resume: bool | str) -> dict[str, Any] | None:

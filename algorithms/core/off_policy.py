@@ -26,7 +26,8 @@ from algorithms.sampling.fragment import Fragment
 from algorithms.core.learner_config import is_builtin, set_lr, to_cpu
 from algorithms.data.observations import tree_map
 from algorithms.data.replay_buffer import NStepTransitions, ReplayBuffer
-from algorithms.core.trainer import DistributedTrainer, check
+from algorithms.core.common_config import check
+from algorithms.core.trainer import DistributedTrainer
 from schedulers.validation import is_int, is_number
 
 #: Keys shared by the off-policy trainers, with the defaults they share.

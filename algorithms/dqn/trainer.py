@@ -27,7 +27,7 @@ from algorithms.core.learner_config import make_optimizer
 from algorithms.models.numpy_mlp import linear, linear_layers, mlp
 from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
-from algorithms.core.trainer import check
+from algorithms.core.common_config import check
 from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
@@ -321,7 +321,7 @@ class DQN(OffPolicyTrainer):
     action_space, model_config) -> torch.nn.Module`` whose ``forward(obs)`` returns Q-values of
     shape (batch, actions) (observations shaped as the space's; rollout actors then run it in torch).
     See ``DQN_DEFAULTS``, ``algorithms.core.off_policy.OFF_POLICY_DEFAULTS`` and
-    ``algorithms.core.trainer.COMMON_DEFAULTS`` for the keys; ``learning_starts`` is accepted for
+    ``algorithms.core.common_config.COMMON_DEFAULTS`` for the keys; ``learning_starts`` is accepted for
     ``num_steps_sampled_before_learning_starts``.
     """
 

@@ -1,7 +1,7 @@
 """The environments people bring, with their usual preprocessing through config, and the
 observation spaces a trainer can take.
 
-The trainers' ``preprocessing`` key (``COMMON_DEFAULTS`` in ``algorithms/core/trainer.py``):
+The trainers' ``preprocessing`` key (``COMMON_DEFAULTS`` in ``algorithms/core/common_config.py``):
 
 * ``"auto"`` (the default): an Atari id (``ALE/Pong-v5``, ``PongNoFrameskip-v4``: any id ale-py
   registers) gets gymnasium's ``AtariPreprocessing`` with the Nature DQN settings (the env's own

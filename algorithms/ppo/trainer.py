@@ -30,7 +30,8 @@ from algorithms.ppo.numpy_policy import make_numpy_actor_critic
 from algorithms.sampling.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.data.gae import compute_gae
 from algorithms.data.observations import flatten_lead, index, to_tensors
-from algorithms.core.trainer import DistributedTrainer, check
+from algorithms.core.common_config import check
+from algorithms.core.trainer import DistributedTrainer
 from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class PPO(DistributedTrainer):
     """PPO with clipped surrogate, GAE, optional value clipping and entropy bonus.
 
     A ``tune.Trainable``: ``tune.run("PPO", config={"env": ...})``. See ``PPO_DEFAULTS`` and
-    ``algorithms.core.trainer.COMMON_DEFAULTS`` for the keys; ``lambda`` is accepted for ``lambda_``.
+    ``algorithms.core.common_config.COMMON_DEFAULTS`` for the keys; ``lambda`` is accepted for ``lambda_``.
     """
 
     _name = "PPO"

@@ -29,7 +29,7 @@ from algorithms.core.learner_config import make_optimizer
 from algorithms.models.numpy_mlp import linear, linear_layers, mlp
 from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
-from algorithms.core.trainer import check
+from algorithms.core.common_config import check
 from schedulers.validation import is_number
 
 if TYPE_CHECKING:
@@ -363,7 +363,7 @@ class SAC(OffPolicyTrainer):
     built-in networks' options, or ``model(observation_space, action_space, model_config) ->
     torch.nn.Module`` for the actor (see :func:`make_module_actor`; rollout actors then run it in
     torch). See ``SAC_DEFAULTS``,
-    ``algorithms.core.off_policy.OFF_POLICY_DEFAULTS`` and ``algorithms.core.trainer.COMMON_DEFAULTS`` for
+    ``algorithms.core.off_policy.OFF_POLICY_DEFAULTS`` and ``algorithms.core.common_config.COMMON_DEFAULTS`` for
     the keys; ``learning_starts`` is accepted for ``num_steps_sampled_before_learning_starts``.
     """
 

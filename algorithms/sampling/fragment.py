@@ -121,6 +121,14 @@ class TrainBatch:
         return dataclasses.replace(self, **changes)
 
 
+def as_fragments(taken: Fragment | list[Fragment] | None) -> list[Fragment]:
+    """What a rollout actor's take returned, as a list (None: nothing; a list: an actor's env
+    threads' fragments, one each)."""
+    if taken is None:
+        return []
+    return taken if isinstance(taken, list) else [taken]
+
+
 def concat_batches(batches: Sequence[TrainBatch]) -> TrainBatch:
     """One batch of many: arrays concatenated, counts summed."""
     if len(batches) == 1:

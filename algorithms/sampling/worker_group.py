@@ -1,13 +1,10 @@
 """A trainer's rollout workers: Ray actors in the trial's placement group, or one in-process worker.
 
-Rollout actors are the expensive part of a trial's start: a Ray worker process each, and the
-imports and envs inside it. Within a sweep the controller hands a finished trial's actor and
-placement group to the next trial of the same shape; the rollout actors go along with them. When
-a trainer stops inside a placement group its actors are parked in this process (the trial actor),
-not killed, and the next trainer of the same group takes them back with one ``configure`` call:
-new env config, seeds and weights, the process and its imports kept. They die with the trial
-actor or its placement group; a parked actor that died meanwhile is replaced like any other.
-Outside a placement group (a trainer in a script) a stopped trainer's actors are killed.
+Within a sweep the controller hands a finished trial's actor and placement group to the next
+trial of the same shape, and the rollout actors go along: parked when a trainer stops
+(``rollout_actors``), taken back by the next trainer of the group with one ``configure`` call
+(new env config, seeds and weights; the process and its imports kept). A parked actor that died
+meanwhile is replaced like any other; outside a placement group a stopped trainer's are killed.
 
 Three ways to sample: :meth:`WorkerGroup.sample` synchronously (every actor its share of the
 batch, with the current weights) or with asynchronous requests (the first fragments to arrive),
@@ -27,7 +24,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
 import time
 from collections import Counter
 from typing import Any, Callable, Mapping
@@ -35,9 +31,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import ray
 from ray.exceptions import RayActorError
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from algorithms.sampling.fragment import Fragment
+from algorithms.sampling.fragment import Fragment, as_fragments
+from algorithms.sampling.rollout_actors import PARKED, kill, same_group, start_actor
 from algorithms.sampling.rollout_worker import RolloutWorker
 
 logger = logging.getLogger(__name__)
@@ -45,10 +41,6 @@ logger = logging.getLogger(__name__)
 #: How many times in a row one worker slot may die before the trial gives up.
 MAX_CONSECUTIVE_WORKER_FAILURES = 3
 
-#: ``abort`` runs in a thread of its own while ``sample`` runs; requests run one at a time, in order.
-_RemoteRolloutWorker = ray.remote(  # type: ignore[call-overload]
-    # ray.remote's typed overloads leave out the actor option concurrency_groups, which Ray accepts
-    max_restarts=0, max_task_retries=0, concurrency_groups={"control": 1})(RolloutWorker)
 #: Sample requests are numbered across the trainers of this process: an abort covers one trainer's.
 _requests = itertools.count()
 
@@ -58,30 +50,6 @@ BATCH_SLACK = 0.05
 #: Streams: while a batch lacks more than its slack, the learner waits for this share of what it
 #: lacks before it takes, and for the rest with later takes (``WorkerGroup._aim``).
 APPROACH = 0.8
-
-#: Actors of stopped trainers, by (placement group id, bundle index), ready for the next trainer.
-_parked: dict[tuple[str, int], Any] = {}
-
-
-def _park(group_id: str, index: int, actor: Any) -> None:
-    for key in [k for k in _parked if k[0] != group_id]:  # another group's: gone with it, or soon
-        _kill(_parked.pop(key))
-    _parked[(group_id, index)] = actor
-
-
-def cores_here() -> int:
-    """The cores this process may run on: how many new actors a trainer lets start at once."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def _kill(actor: Any) -> None:
-    try:
-        ray.kill(actor)
-    except Exception:  # noqa: BLE001 - already gone
-        pass
 
 
 class WorkerGroup:
@@ -98,11 +66,10 @@ class WorkerGroup:
     a trial's start that rollout actors cost.
 
     ``max_starting`` (streams): at most that many new actors start at once, the next one as soon
-    as one is up (see :meth:`wait_until_up`). A new actor's start is a Ray worker process and its
-    imports, nearly a CPU-second of work; Ray throttles only the process launches, so without a
-    limit every actor's start competes with every other's and they all come up together at the
-    end. Started a few at a time they come up one after another, and each samples from the
-    moment it is up.
+    as one is up (see :meth:`wait_until_up`). A new actor's start (a Ray worker process and its
+    imports) is nearly a CPU-second; Ray throttles only the process launches, so unlimited starts
+    compete and all come up together at the end, while a few at a time come up one after another,
+    each sampling from the moment it is up.
 
     ``stream_ahead`` (streams): an on-policy trainer's batch; the streams and the leftover for
     the next batch together hold at most two of them (see :meth:`_max_ahead`), so that a learner
@@ -205,7 +172,7 @@ class WorkerGroup:
         """The actor an earlier trainer of this placement group parked in slot ``index``, readied
         for this trainer, or None."""
         group_id = self._group_id()
-        parked = _parked.pop((group_id, index), None) if group_id is not None else None
+        parked = PARKED.take(group_id, index) if group_id is not None else None
         if parked is not None:
             parked.configure.remote(**self._kwargs, worker_index=index)  # runs before its next request
             self.reused += 1
@@ -234,20 +201,11 @@ class WorkerGroup:
         self._starting.clear()
 
     def _start_actor(self, index: int) -> Any:
-        options: dict[str, Any] = {"num_cpus": self._cpus}
-        if index in self._extension:
-            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=self._extension[index], placement_group_bundle_index=0)
-        elif self._pg is not None:
-            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=self._pg,
-                placement_group_bundle_index=index if self._cpus > 0 else -1,
-            )
         kwargs = dict(self._kwargs)
         if self.num_restarts and kwargs.get("seed") is not None:
             kwargs["seed"] = kwargs["seed"] + 100_003 * self.num_restarts  # a replacement gets new streams
         self.started += 1
-        return _RemoteRolloutWorker.options(**options).remote(**kwargs, worker_index=index)
+        return start_actor(kwargs, index, self._cpus, self._pg, self._extension.get(index))
 
     def _replace(self, index: int, error: BaseException) -> None:
         if getattr(error, "_actor_init_failed", False):  # its __init__ raised: a new one would too
@@ -257,7 +215,7 @@ class WorkerGroup:
         if failures > MAX_CONSECUTIVE_WORKER_FAILURES:
             raise RuntimeError(f"rollout worker {index} died {failures} times in a row; last error: {error}") from error
         logger.warning("rollout worker %d died; starting a replacement (%s)", index, str(error).splitlines()[0][:200])
-        _kill(self.actors[index])
+        kill(self.actors[index])
         self.num_restarts += 1
         self.actors[index] = self._start_actor(index)
 
@@ -412,7 +370,7 @@ class WorkerGroup:
                     self._replace_stream(index, exc)
                 continue
             self._up.add(index)
-            for one in _fragments(fragment):  # an actor with env_threads gives one per env
+            for one in as_fragments(fragment):  # an actor with env_threads gives one per env
                 self._received(index, one)
                 taken += one.slots
                 fragments.append(one)
@@ -556,20 +514,16 @@ class WorkerGroup:
         group_id = self._group_id()
         for index, actor in self.actors.items():
             if group_id is None or index in self._extension:  # an extension's group goes with the trial
-                _kill(actor)
+                kill(actor)
                 continue
             if self._inflight or self._streams:
                 actor.abort.options(concurrency_group="control").remote(self._last_request)
-            _park(group_id, index, actor)
-        self.actors.clear()
-        self._inflight.clear()
-        self._streams.clear()
-        self._pending_take.clear()
-        self._up.clear()
+            PARKED.park(group_id, index, actor)
+        # Deferred actors never started: the next trainer of this group starts them.
+        for held in (self.actors, self._inflight, self._streams, self._pending_take, self._up, self._deferred,
+                     self._starting, self._extension):
+            held.clear()
         self._streaming = False
-        self._deferred.clear()  # never started: the next trainer of this group starts them
-        self._starting.clear()
-        self._extension.clear()
         self.num_workers = self.base_workers
 
     # -- elastic ---------------------------------------------------------------------------------
@@ -590,7 +544,7 @@ class WorkerGroup:
             retired += 1
         for i, group in enumerate(groups):
             index = self.base_workers + 1 + i
-            if not _same_group(self._extension.get(index), group) and index in self.actors:
+            if not same_group(self._extension.get(index), group) and index in self.actors:
                 self._retire(index)  # its group changed under it: start again in the new one
                 retired += 1
             self._extension[index] = group
@@ -600,6 +554,12 @@ class WorkerGroup:
         self.num_workers = target
         return started, retired
 
+    def _carry_over(self, index: int, taken: Fragment | list[Fragment] | None) -> None:
+        """What a retiring actor sampled goes into the next batch."""
+        for one in as_fragments(taken):
+            self._received(index, one)
+            self._carry.append(one)
+
     def _retire(self, index: int) -> None:
         """Let actor ``index`` go: its stream stopped between two steps and everything it sampled
         kept for the next batch (or its requests in flight waited for), then the actor killed."""
@@ -608,9 +568,7 @@ class WorkerGroup:
         pending = self._pending_take.pop(index, None)  # asked while it started: its steps come first
         if pending is not None:
             try:
-                for one in _fragments(ray.get(pending)):
-                    self._received(index, one)
-                    self._carry.append(one)
+                self._carry_over(index, ray.get(pending))
             except RayActorError:
                 pass
         stream = self._streams.pop(index, None)
@@ -621,9 +579,7 @@ class WorkerGroup:
                 rest = ray.get(actor.take.options(concurrency_group="control").remote())
             except RayActorError:  # died meanwhile: nothing more to take
                 rest = None
-            for one in _fragments(rest):
-                self._received(index, one)
-                self._carry.append(one)
+            self._carry_over(index, rest)
         for ref, (other, _) in list(self._inflight.items()):
             if other == index:
                 del self._inflight[ref]
@@ -639,17 +595,4 @@ class WorkerGroup:
         except RayActorError:
             sampled = -1
         self.retired.append((index, sampled, self._taken_slots.pop(index, 0)))
-        _kill(actor)
-
-
-def _same_group(a: Any, b: Any) -> bool:
-    """Whether two placement-group handles name one group: each call brings new handle objects
-    (Ray deserialises them), so identity says nothing and an unchanged group looked new."""
-    return a is b or (a is not None and b is not None and a.id == b.id)
-
-
-def _fragments(taken: Fragment | list[Fragment] | None) -> list[Fragment]:
-    """What a take returned, as a list (None: nothing; a list: an actor's env threads' fragments)."""
-    if taken is None:
-        return []
-    return taken if isinstance(taken, list) else [taken]
+        kill(actor)

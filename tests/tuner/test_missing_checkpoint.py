@@ -24,7 +24,7 @@ def test_a_resume_falls_back_to_the_newest_checkpoint_left_and_says_which_went_m
     assert latest.endswith("checkpoint_000003"), latest
     shutil.rmtree(latest)
     first.close()
-    with caplog.at_level(logging.WARNING, logger="tuner.api"):
+    with caplog.at_level(logging.WARNING, logger="tuner.execution.resume"):
         again = tune.run(fails_once, resume="ERRORED_ONLY", **kwargs)
     trial = again.trials[0]
     assert trial.status == "TERMINATED", trial.error

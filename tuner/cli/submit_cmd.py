@@ -195,7 +195,7 @@ def _submit(jobs: Any, ref: SweepRef, spec: spec_mod.SweepSpec, argv: list[str],
 
 def _planned(spec: spec_mod.SweepSpec) -> int | None:
     """How many trials the sweep will run, for `tuner ls` before its driver says so."""
-    from tuner.api import planned_trials
+    from tuner.search.setup import planned_trials
     from tuner.run_options import RunOptions
 
     try:

@@ -11,17 +11,21 @@ were running start again from their last checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pickle
 from typing import Any, Callable
 
 from schedulers.control import TrialControl
 from schedulers.trial_scheduler import TrialScheduler
 from schedulers.trial_status import ENDED, TrialStatus
+from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.execution.trial import Trial
 from tuner.execution.trial_source import TrialSource
 from tuner.flatten import flat_result
 from tuner.store import Store
+
+logger = logging.getLogger(__name__)
 
 #: "ERRORED_ONLY" also retries failed trials from their last checkpoint; "RESTART_ERRORED" retries
 #: them from scratch (their checkpoints and stored results are dropped).
@@ -175,3 +179,26 @@ def replay(sweep: StoredSweep, control: TrialControl, scheduler: TrialScheduler,
                 scheduler.on_trial_complete(control, trial, trial.last_flat_result)
             source.ended(trial.trial_id, trial.last_flat_result, error=trial.status == TrialStatus.ERROR)
     return seen
+
+
+def adopt_stored_sweep(controller: Any, checkpoints: CheckpointManager, sweep: StoredSweep, store: Store) -> None:
+    """A resume: the checkpoint records come back (restarted trials lose theirs), then the trials;
+    a trial whose checkpoint on record was deleted from disk falls back to its newest one left."""
+    checkpoints.load()
+    for trial_id in sweep.restarted:
+        checkpoints.forget(trial_id)
+    for trial in sweep.trials:
+        if trial.status == TrialStatus.PENDING and trial.checkpoint_path and not checkpoints.present(trial.checkpoint_path):
+            _fall_back(trial, checkpoints, store)
+    controller.adopt(sweep)
+
+
+def _fall_back(trial: Trial, checkpoints: CheckpointManager, store: Store) -> None:
+    """A trial to run whose checkpoint on record is gone from disk: it goes on from its newest
+    checkpoint still there (or from scratch), and the user is told which one went missing."""
+    newest = checkpoints.newest(trial.trial_id)
+    then = (f"it goes on from {newest.path} (iteration {newest.iteration}), its newest checkpoint still there"
+            if newest is not None else "no checkpoint of it is left: it starts again from scratch")
+    logger.warning("trial %s: its latest checkpoint %s is missing; %s", trial.trial_name, trial.checkpoint_path, then)
+    trial.checkpoint_path = newest.path if newest is not None else None
+    store.update_trial(trial.trial_id, checkpoint_path=trial.checkpoint_path)

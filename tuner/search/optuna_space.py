@@ -23,6 +23,7 @@ from optuna.distributions import (
 
 from schedulers.validation import is_number
 
+from .domain_checks import quantize_float, quantized_range
 from .space import (
     Categorical,
     Domain,
@@ -30,8 +31,6 @@ from .space import (
     Function,
     Integer,
     Normal,
-    _quantize_float,
-    _quantized_range,
     is_grid_search,
 )
 from .variants import Path, path_str
@@ -183,10 +182,10 @@ def _translate(name: str, path: Path, domain: Any) -> OptunaParam:
         if q is None:
             return OptunaParam(name, path, FloatDistribution(lower, upper, log=domain.log), domain)
         step = float(q)
-        lo_k, hi_k = _quantized_range(domain.function_name, domain.lower, domain.upper, step)
+        lo_k, hi_k = quantized_range(domain.function_name, domain.lower, domain.upper, step)
 
         def quantize(x: float) -> float:
-            return _quantize_float(x, step, lo_k, hi_k)
+            return quantize_float(x, step, lo_k, hi_k)
 
         if domain.log:  # Optuna has no step with log=True: sample log-uniformly, then round
             return OptunaParam(name, path, FloatDistribution(lower, upper, log=True), domain,

@@ -1,9 +1,5 @@
 """Search-space domains with Ray Tune's names and semantics.
 
-Over 600 lines as one module on purpose: the domains, their constructors and the config view a
-``sample_from`` function reads are one job (the view must recognise unresolved domains, and
-``Function`` builds the view), so a split would make two modules that import each other.
-
 A domain is a distribution a searcher samples a hyperparameter from::
 
     >>> import numpy as np
@@ -29,12 +25,13 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
 from schedulers.validation import is_int, is_number
+from tuner.search.domain_checks import (check_base, check_int, check_real, fmt, py, quantize_float,
+                                        quantized_range)
 
 __all__ = [
     "Domain",
@@ -60,67 +57,6 @@ __all__ = [
     "grid_search",
     "is_grid_search",
 ]
-
-
-# --------------------------------------------------------------------------- validation helpers
-
-
-def _check_real(fn: str, name: str, x: Any) -> float:
-    if not is_number(x, finite=True):
-        raise ValueError(f"{fn}: {name} must be a finite number, got {x!r}")
-    return float(x)
-
-
-def _check_int(fn: str, name: str, x: Any) -> int:
-    if not (is_int(x) or (is_number(x) and float(x).is_integer())):
-        raise ValueError(f"{fn}: {name} must be an integer, got {x!r}")
-    return int(x)
-
-
-def _check_base(fn: str, base: Any) -> float:
-    b = _check_real(fn, "base", base)
-    if b <= 0 or b == 1:
-        raise ValueError(f"{fn}: base must be > 0 and != 1, got {base!r}")
-    return b
-
-
-def _py(x: Any) -> Any:
-    """numpy scalar -> the Python scalar (so attributes and reprs are plain)."""
-    return x.item() if isinstance(x, np.generic) else x
-
-
-def _fmt(x: Any) -> str:
-    return repr(_py(x))
-
-
-def _decimals(q: float) -> int | None:
-    """Decimal places of ``q`` as written (0.05 -> 2), or None if it has too many to matter."""
-    exponent = Decimal(repr(float(q))).normalize().as_tuple().exponent
-    if not isinstance(exponent, int):
-        return None
-    places = max(0, -exponent)
-    return places if places <= 15 else None
-
-
-def _quantize_float(x: float, q: float, lo_k: float, hi_k: float) -> float:
-    """Round ``x`` to the nearest multiple of ``q`` with multiplier clipped to [lo_k, hi_k]."""
-    k = min(max(round(x / q), lo_k), hi_k)
-    value = k * q
-    places = _decimals(q)
-    if places is not None:
-        value = round(value, places)  # 3 * 0.1 -> 0.3, not 0.30000000000000004
-    return float(value)
-
-
-def _quantized_range(fn: str, lower: Any, upper: Any, q: Any) -> tuple[int, int]:
-    """Multipliers k with lower <= k*q <= upper (tolerant to float error at the edges)."""
-    lo_k = math.ceil(lower / q - 1e-9)
-    hi_k = math.floor(upper / q + 1e-9)
-    if lo_k > hi_k:
-        raise ValueError(
-            f"{fn}: no multiple of q ({_fmt(q)}) lies in [{_fmt(lower)}, {_fmt(upper)}]"
-        )
-    return lo_k, hi_k
 
 
 # --------------------------------------------------------------------------- spec for sample_from
@@ -288,24 +224,24 @@ class Float(Domain):
         base: float = 10,
     ) -> None:
         self.log = bool(log)
-        self.q = _py(q)
+        self.q = py(q)
         fn = self.function_name
-        lo = _check_real(fn, "lower", lower)
-        hi = _check_real(fn, "upper", upper)
+        lo = check_real(fn, "lower", lower)
+        hi = check_real(fn, "upper", upper)
         if lo >= hi:
-            raise ValueError(f"{fn}: lower ({_fmt(lower)}) must be < upper ({_fmt(upper)})")
+            raise ValueError(f"{fn}: lower ({fmt(lower)}) must be < upper ({fmt(upper)})")
         if self.log and lo <= 0:
-            raise ValueError(f"{fn}: lower must be > 0, got {_fmt(lower)}")
+            raise ValueError(f"{fn}: lower must be > 0, got {fmt(lower)}")
         if self.log:
-            _check_base(fn, base)
-        self.base = _py(base)
-        self.lower, self.upper = _py(lower), _py(upper)
+            check_base(fn, base)
+        self.base = py(base)
+        self.lower, self.upper = py(lower), py(upper)
         self._k_range: tuple[int, int] | None = None
         if q is not None:
-            qf = _check_real(fn, "q", q)
+            qf = check_real(fn, "q", q)
             if qf <= 0:
-                raise ValueError(f"{fn}: q must be > 0, got {_fmt(q)}")
-            self._k_range = _quantized_range(fn, lower, upper, q)
+                raise ValueError(f"{fn}: q must be > 0, got {fmt(q)}")
+            self._k_range = quantized_range(fn, lower, upper, q)
 
     @property
     def function_name(self) -> str:
@@ -319,7 +255,7 @@ class Float(Domain):
             x = float(rng.uniform(lo, hi))
         if self._k_range is not None:
             assert self.q is not None  # _k_range is set with q
-            return _quantize_float(x, float(self.q), *self._k_range)
+            return quantize_float(x, float(self.q), *self._k_range)
         # Float rounding (in exp, or in lo + (hi - lo) * u) must not leave [lower, upper).
         return float(min(max(x, lo), math.nextafter(hi, -math.inf)))
 
@@ -334,11 +270,11 @@ class Float(Domain):
         return self.lower <= v < self.upper
 
     def __repr__(self) -> str:
-        args = [_fmt(self.lower), _fmt(self.upper)]
+        args = [fmt(self.lower), fmt(self.upper)]
         if self.q is not None:
-            args.append(_fmt(self.q))
+            args.append(fmt(self.q))
         if self.log and self.base != 10:
-            args.append(f"base={_fmt(self.base)}")
+            args.append(f"base={fmt(self.base)}")
         return f"{self.function_name}({', '.join(args)})"
 
 
@@ -365,26 +301,26 @@ class Integer(Domain):
         base: float = 10,
     ) -> None:
         self.log = bool(log)
-        self.q = _py(q)
+        self.q = py(q)
         fn = self.function_name
-        lo = _check_int(fn, "lower", lower)
-        hi = _check_int(fn, "upper", upper)
+        lo = check_int(fn, "lower", lower)
+        hi = check_int(fn, "upper", upper)
         if lo >= hi:
-            raise ValueError(f"{fn}: lower ({_fmt(lower)}) must be < upper ({_fmt(upper)})")
+            raise ValueError(f"{fn}: lower ({fmt(lower)}) must be < upper ({fmt(upper)})")
         if self.log and lo <= 0:
-            raise ValueError(f"{fn}: lower must be > 0, got {_fmt(lower)}")
+            raise ValueError(f"{fn}: lower must be > 0, got {fmt(lower)}")
         if self.log:
-            _check_base(fn, base)
-        self.base = _py(base)
+            check_base(fn, base)
+        self.base = py(base)
         self.lower, self.upper = lo, hi
         if q is None:
             self.low, self.high = lo, hi - 1
         else:
-            qi = _check_int(fn, "q", q)
+            qi = check_int(fn, "q", q)
             if qi <= 0:
-                raise ValueError(f"{fn}: q must be a positive integer, got {_fmt(q)}")
+                raise ValueError(f"{fn}: q must be a positive integer, got {fmt(q)}")
             self.q = qi
-            lo_k, hi_k = _quantized_range(fn, lo, hi, qi)
+            lo_k, hi_k = quantized_range(fn, lo, hi, qi)
             self.low, self.high = lo_k * qi, hi_k * qi
 
     @property
@@ -415,11 +351,11 @@ class Integer(Domain):
         return self.low <= v <= self.high and (self.q is None or v % self.q == 0)
 
     def __repr__(self) -> str:
-        args = [_fmt(self.lower), _fmt(self.upper)]
+        args = [fmt(self.lower), fmt(self.upper)]
         if self.q is not None:
-            args.append(_fmt(self.q))
+            args.append(fmt(self.q))
         if self.log and self.base != 10:
-            args.append(f"base={_fmt(self.base)}")
+            args.append(f"base={fmt(self.base)}")
         return f"{self.function_name}({', '.join(args)})"
 
 
@@ -427,17 +363,17 @@ class Normal(Domain):
     """Normally distributed float (``randn``), optionally rounded to multiples of ``q``."""
 
     def __init__(self, mean: float = 0.0, sd: float = 1.0, q: float | None = None) -> None:
-        self.q = _py(q)
+        self.q = py(q)
         fn = self.function_name
-        self.mean = _check_real(fn, "mean", mean)
-        s = _check_real(fn, "sd", sd)
+        self.mean = check_real(fn, "mean", mean)
+        s = check_real(fn, "sd", sd)
         if s <= 0:
-            raise ValueError(f"{fn}: sd must be > 0, got {_fmt(sd)}")
+            raise ValueError(f"{fn}: sd must be > 0, got {fmt(sd)}")
         self.sd = s
         if q is not None:
-            qf = _check_real(fn, "q", q)
+            qf = check_real(fn, "q", q)
             if qf <= 0:
-                raise ValueError(f"{fn}: q must be > 0, got {_fmt(q)}")
+                raise ValueError(f"{fn}: q must be > 0, got {fmt(q)}")
 
     @property
     def function_name(self) -> str:
@@ -446,7 +382,7 @@ class Normal(Domain):
     def sample(self, rng: np.random.Generator, spec: Any = None) -> float:
         x = float(rng.normal(self.mean, self.sd))
         if self.q is not None:
-            return _quantize_float(x, float(self.q), -math.inf, math.inf)
+            return quantize_float(x, float(self.q), -math.inf, math.inf)
         return x
 
     def is_valid(self, value: Any) -> bool:
@@ -457,7 +393,7 @@ class Normal(Domain):
         return math.isclose(value / self.q, round(value / self.q), abs_tol=1e-9)
 
     def __repr__(self) -> str:
-        args = [_fmt(self.mean), _fmt(self.sd)] + ([_fmt(self.q)] if self.q is not None else [])
+        args = [fmt(self.mean), fmt(self.sd)] + ([fmt(self.q)] if self.q is not None else [])
         return f"{self.function_name}({', '.join(args)})"
 
 

@@ -17,7 +17,7 @@ import pytest
 from algorithms.ppo import PPO
 from algorithms.envs import presets as env_presets
 from algorithms.envs.registry import make_vector_env
-from algorithms.core.trainer import COMMON_DEFAULTS
+from algorithms.core.common_config import COMMON_DEFAULTS
 
 
 def step_a_few(env: Any, steps: int = 3) -> Any:

@@ -90,9 +90,9 @@ class Host:
         self.trainer.stop()
 
     def parked(self):
-        from algorithms.sampling import worker_group
+        from algorithms.sampling.rollout_actors import PARKED
 
-        return sorted(index for _, index in worker_group._parked)
+        return PARKED.indices()
 
 
 def same_learner(a, b) -> bool:
