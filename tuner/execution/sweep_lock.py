@@ -140,7 +140,7 @@ class _AdvisoryLock:
             conn.execute(sa.text("SELECT 1"))
             conn.commit()
             return None
-        except sa.exc.DBAPIError:
+        except (sa.exc.DBAPIError, sa.exc.ResourceClosedError):  # the session died, or its connection was closed here
             pass
         engine, self._conn, self._engine = self._engine, None, None
         with contextlib.suppress(Exception):
@@ -176,7 +176,7 @@ class _AdvisoryLock:
             try:  # closing the connection alone would drop the lock too
                 conn.execute(sa.text("SELECT pg_advisory_unlock_all()"))
                 conn.commit()
-            except sa.exc.DBAPIError:
+            except (sa.exc.DBAPIError, sa.exc.ResourceClosedError):  # gone with its session: nothing to unlock
                 pass
             finally:
                 conn.close()
