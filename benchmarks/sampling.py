@@ -59,7 +59,7 @@ def _worker_kwargs(num_envs: int, seed: int, inference: str) -> dict:
     the torch network's forward pass."""
     import gymnasium as gym
 
-    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
     from algorithms.ppo import PPO
     from algorithms.ppo.model import make_actor_critic
 

@@ -2,7 +2,7 @@
 
 What the off-policy trainers' rollout actors run (``algorithms/dqn/trainer.py``, ``algorithms/sac/trainer.py``):
 acting needs the forward pass only, and doing it in numpy keeps torch out of the actor's process
-(see ``algorithms/ppo/numpy_policy.py`` for why that matters). The layers are found by name: a
+(see ``algorithms/ppo/fast/numpy_policy.py`` for why that matters). The layers are found by name: a
 ``Sequential`` named ``prefix`` whose ``nn.Linear`` layers sit at any indices, activations
 between them.
 

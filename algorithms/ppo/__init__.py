@@ -1,7 +1,8 @@
-"""PPO, whole: the trainer and its config (``trainer.py``), the built-in actor-critic
-(``model.py``, and ``numpy_policy.py``: its rollout side in numpy), the clipped loss (``loss.py``),
-and its two learners behind one interface (``learner.py``): autograd (``torch_learner.py``) and
-the hand-derived gradient in numpy (``numpy_learner.py``)."""
+"""PPO, read top to bottom in four files: the algorithm and its config (``trainer.py``), the
+clipped loss (``loss.py``), the learner (``learner.py``: the minibatch SGD, through autograd) and
+the built-in actor-critic (``model.py``); sampling is ``algorithms/sampling/``, the advantages
+``algorithms/data/gae.py``. ``fast/`` holds the CPU fast paths of the built-in network (rollout
+actors acting in numpy, the hand-derived numpy learner), each behind the same interface."""
 
 from algorithms.ppo.trainer import PPO, PPO_DEFAULTS
 

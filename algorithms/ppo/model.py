@@ -3,7 +3,7 @@
 Its own module so that importing the ``PPO`` trainer (the driver does, to size a trial's
 placement group) does not import torch; the learner imports this module when it builds its
 policy, after it has started its rollout actors. Rollout actors act with the same network in
-numpy (``algorithms/ppo/numpy_policy.py``).
+numpy (``algorithms/ppo/fast/numpy_policy.py``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from torch import nn
 from algorithms.data.observations import Obs, ObsSpace, to_tensors
 from algorithms.models.activations import ACTIVATION_FUNCTIONS
 from algorithms.models.torch_policy import load_state_arrays, state_arrays
-from algorithms.ppo.narrow_matmul import narrow_baddbmm
-from algorithms.ppo.numpy_policy import NumpyActorCritic
+from algorithms.ppo.fast.narrow_matmul import narrow_baddbmm
+from algorithms.ppo.fast.numpy_policy import NumpyActorCritic
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -176,7 +176,7 @@ class ActorCritic(nn.Module):
         """(env actions, actions, log-probabilities, values) for a batch of encoded observations.
 
         With ``inference="numpy"`` (the default) the network runs in numpy
-        (``algorithms/ppo/numpy_policy.py``); with ``"torch"`` its forward pass runs in torch.
+        (``algorithms/ppo/fast/numpy_policy.py``); with ``"torch"`` its forward pass runs in torch.
         ``new_noise`` draws new gSDE exploration matrices first.
         """
         numpy_policy = self.numpy_policy()

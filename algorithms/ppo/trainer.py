@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from algorithms.core.learner_config import is_builtin
-from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
 from algorithms.sampling.fragment import Fragment, TrainBatch, concat_batches
 from algorithms.data.gae import compute_gae
 from algorithms.data.observations import flatten_lead, index, to_tensors
@@ -162,7 +162,7 @@ class PPO(DistributedTrainer):
 
     def rollout_policy(self, observation_space: Any, action_space: Any) -> tuple[Callable[..., Any], dict[str, Any], Any] | None:
         # The built-in network: rollout actors act in numpy and never import torch
-        # (algorithms/ppo/numpy_policy.py); the first weights are drawn in numpy too, so the actors
+        # (algorithms/ppo/fast/numpy_policy.py); the first weights are drawn in numpy too, so the actors
         # sample before the learner has torch. Other models: the actors start after the learner
         # built the module, and run it in torch.
         if not self._stacked_network(observation_space, action_space):
@@ -197,11 +197,11 @@ class PPO(DistributedTrainer):
         if c["learner"] == "numpy" and blocker is not None:
             check(False, "learner", f"'numpy' {NUMPY_COVERS}; here {blocker}: use 'torch' or 'auto'", c["learner"])
         if c["learner"] != "torch" and blocker is None:
-            from algorithms.ppo.numpy_learner import NumpyPPOLearner
+            from algorithms.ppo.fast.numpy_learner import NumpyPPOLearner
 
             self.learner = NumpyPPOLearner(self.policy, self.torch_rng, c)
         else:
-            from algorithms.ppo.torch_learner import TorchPPOLearner
+            from algorithms.ppo.learner import TorchPPOLearner
 
             self.learner = TorchPPOLearner(self.policy, self.torch_rng, self.device, c)
         self.learner_name = self.learner.name

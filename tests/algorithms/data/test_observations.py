@@ -135,7 +135,7 @@ def test_every_kind_of_space_learns_with_rollout_actors(trainer, mode):
 
 
 def test_an_image_fragment_stays_uint8_in_process():
-    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
 
     kwargs = {"obs_dim": ObsSpace(IMAGE).flat_dim, "observation_space": IMAGE,
               "action_space": gym.spaces.Discrete(2), "hidden_sizes": [8], "activation": "tanh"}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from algorithms import DQN, PPO
-from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
 from algorithms.sampling.rollout_worker import RolloutWorker
 
 POLICY = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": [8], "activation": "tanh"}

@@ -109,7 +109,7 @@ class GatedEnv(gym.Wrapper):
 def test_an_aborted_request_returns_nothing_whether_running_or_queued():
     import threading
 
-    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
     from algorithms.sampling.rollout_worker import RolloutWorker
 
     gate, stepping = threading.Event(), threading.Event()
@@ -151,7 +151,7 @@ def test_a_stream_records_each_steps_weights_and_loads_new_ones_between_two_step
 
     import numpy as np
 
-    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
     from algorithms.sampling.rollout_worker import RolloutWorker
 
     arrived, permits = threading.Semaphore(0), threading.Semaphore(0)
@@ -300,7 +300,7 @@ def test_rollout_actors_not_up_when_the_wait_ends_start_as_the_streams_run():
     import numpy as np
     import ray
 
-    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
     from algorithms.sampling.worker_group import WorkerGroup
 
     policy_kwargs = {"obs_dim": 4, "action_space": gym.spaces.Discrete(2), "hidden_sizes": [8], "activation": "tanh"}
@@ -345,7 +345,7 @@ def test_a_streamed_batch_is_approached_in_takes_that_stay_within_its_slack(judg
 
 
 def test_a_bounded_stream_waits_for_a_take_once_it_holds_max_ahead_steps():
-    from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+    from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
     from algorithms.sampling.rollout_worker import RolloutWorker
 
     arrived, permits = threading.Semaphore(0), threading.Semaphore(0)

@@ -9,7 +9,7 @@ import torch
 
 from algorithms.optim.flat_adam import FlatAdam
 from algorithms.ppo.model import make_actor_critic
-from algorithms.ppo.numpy_learner import NumpyPPOUpdate, covers
+from algorithms.ppo.fast.numpy_learner import NumpyPPOUpdate, covers
 
 
 def _network(hidden: list[int], actions: int, seed: int):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algorithms.ppo.narrow_matmul import narrow_baddbmm
+from algorithms.ppo.fast.narrow_matmul import narrow_baddbmm
 
 
 @pytest.mark.parametrize("outputs", [1, 2, 3, 8])

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from algorithms.ppo.numpy_policy import make_numpy_actor_critic
+from algorithms.ppo.fast.numpy_policy import make_numpy_actor_critic
 
 
 @pytest.mark.parametrize("action_space", [gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,))], ids=["discrete", "box"])
