@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     server = start_s3_server(work / "s3")
     os.environ.update(server.env)
     os.environ["TUNER_STORAGE_PATH"] = str(work / "local_runs")
+    from benchmarks.loopback import loopback_only
+
+    loopback_only()
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     kinds: list[tuple[str, str, Any]] = [("local", str(work / "local"), None), ("s3", server.uri("bench"), None)]
     if args.remote_ms:

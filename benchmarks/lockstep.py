@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     measured = measured_mean_step(env_config)  # time.sleep overshoots: the env's real mean step
     ideal = args.envs / measured
 
+    from benchmarks.loopback import loopback_only
+
+    loopback_only()
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     register_env("slow-step", slow_env_creator)
     rows = []

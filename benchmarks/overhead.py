@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     logging.getLogger("ray").setLevel(logging.ERROR)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    from benchmarks.loopback import loopback_only
+
+    loopback_only()
     ray.init(include_dashboard=False, logging_level=logging.ERROR)
     tmp = tempfile.mkdtemp(prefix="tuner_overhead_")
     runners = _runners(tmp)

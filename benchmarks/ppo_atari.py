@@ -171,6 +171,9 @@ def run_ours(steps: int, seed: int, actors: int, ray_cpus: int, streams: bool = 
         import ray
 
         if not ray.is_initialized():
+            from benchmarks.loopback import loopback_only
+
+            loopback_only()
             ray.init(address="local", num_cpus=ray_cpus, include_dashboard=False, logging_level=logging.ERROR,
                      log_to_driver=False)
             note = f"Ray start {time.perf_counter() - start:.1f} s inside"

@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
 
     num_envs = args.envs or PPO.default_config()["num_envs_per_worker"]
     cpus = os.cpu_count() or 1
+    from benchmarks.loopback import loopback_only
+
+    loopback_only()
     ray.init(num_cpus=cpus, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     weights_ref = ray.put(_weights())
     remote_stepper = ray.remote(RawStepper)

@@ -386,6 +386,9 @@ def run_curve(multi_node: bool, args: argparse.Namespace, env: str, env_config: 
 
     most = max(args.actors)
     cluster = None
+    from benchmarks.loopback import loopback_only
+
+    loopback_only()  # the test cluster's nodes too: all of them on 127.0.0.1
     if multi_node:
         from ray.cluster_utils import Cluster
 

@@ -109,6 +109,9 @@ def main() -> None:
     ideal = 2 * args.steps * args.sleep  # 4 trials, 2 at a time
     print(f"the sweep: 4 trials x {args.steps} steps of {args.sleep} s, 2 at a time: {ideal:.0f} s of sleeping; "
           f"{os.cpu_count()} cores here; {args.repeat} runs each, alternating")
+    from benchmarks.loopback import loopback_only
+
+    loopback_only()  # the cluster's head and the drivers this script starts, on 127.0.0.1
     cluster = start_cluster(tmp, cpus=2)
     times: dict[str, list[tuple[float, float]]] = {"head": [], "submitted": []}
     try:

@@ -20,7 +20,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_HOME = Path(os.environ.get("TUNER_TEST_HOME") or tempfile.mkdtemp(prefix="tuner_test_home_"))
 os.environ["TUNER_TEST_HOME"] = os.environ["HOME"] = str(SESSION_HOME)
 os.environ.pop("TUNER_STORAGE_PATH", None)
+#: Ray's switch between one-machine Ray ("0": every node on 127.0.0.1) and clusters of machines.
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+# Tests talk to loopback only. Ray turns a node address of 127.0.0.1 into the machine's routable
+# one unless it is told that this Ray spans one machine; so the session's Ray, the test clusters'
+# heads and every driver the tests start (they inherit this) advertise 127.0.0.1. A worker node
+# joining a test cluster is told otherwise, on a loopback address of its own (tuner/cli/cluster.py).
+os.environ[LOOPBACK_ONLY] = "0"
 
 # Ray's workers are started from this process's environment: let them import test modules
 # (functions defined in tests are pickled by reference to their module).

@@ -17,6 +17,10 @@ from pathlib import Path
 
 import psutil
 
+from tests.conftest import LOOPBACK_ONLY
+
+#: The loopback address a worker node of a test cluster lives on (the head's is 127.0.0.1).
+WORKER_NODE_IP = "127.0.0.2"
 
 
 def free_port(preferred: int | None = None) -> int:
@@ -145,7 +149,7 @@ def add_private_node(cluster: Cluster, tmp: Path, private: Path, cpus: int = 2,
     """Join a worker node to ``cluster`` that does not share ``private`` with the head: started as
     root under `unshare -m`, it sees an empty tmpfs of its own over that folder (two machines, two
     disks), and over the cluster's temp folder (its sockets and logs are its own); every port its
-    own, on 127.0.0.1. Returns once the cluster counts it."""
+    own, on a loopback address of its own (``WORKER_NODE_IP``). Returns once the cluster counts it."""
     import json
 
     if os.geteuid() != 0:
@@ -154,10 +158,13 @@ def add_private_node(cluster: Cluster, tmp: Path, private: Path, cpus: int = 2,
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["RAY_AUTH_MODE"] = "token"  # a joining node sends the cluster's token (~/.ray/auth_token)
+    # Ray refuses to join a node to a one-machine Ray, and would advertise the machine's routable
+    # address for 127.0.0.1: the node is a second machine on a loopback address of its own.
+    env[LOOPBACK_ONLY] = "1"
     ports = [free_port() for _ in range(6)]
     ray_start = [
         str(Path(sys.executable).parent / "ray"), "start", "--block", f"--address={cluster.gcs_address}",
-        "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}", f"--node-manager-port={ports[0]}",
+        f"--node-ip-address={WORKER_NODE_IP}", f"--num-cpus={cpus}", f"--node-manager-port={ports[0]}",
         f"--object-manager-port={ports[1]}", f"--metrics-export-port={ports[2]}",
         f"--dashboard-agent-listen-port={ports[3]}", f"--dashboard-agent-grpc-port={ports[4]}",
         f"--runtime-env-agent-port={ports[5]}", "--min-worker-port=23000", "--max-worker-port=23999",
