@@ -121,6 +121,30 @@ def postgres_url():
     admin.dispose()
 
 
+@pytest.fixture
+def own_postgres_database():
+    """A PostgreSQL database of this test's own (the test may stop its connections, refuse new ones):
+    (name, URL, an AUTOCOMMIT engine of the server's admin database); dropped afterwards."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    name = f"tuner_fault_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as exc:  # pragma: no cover - PostgreSQL runs on every machine here
+        admin.dispose()
+        pytest.skip(f"PostgreSQL is unreachable: {exc.orig}")
+    url = sa.make_url(POSTGRES_URL).set(database=name)
+    yield name, url.render_as_string(hide_password=False), admin
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """An S3-compatible object store for the session (SeaweedFS: `weed server -s3`, pip's

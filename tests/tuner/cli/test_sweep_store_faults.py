@@ -7,13 +7,11 @@ import os
 import shlex
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import POSTGRES_URL
 from tests.tuner.cli.conftest import cli, cli_popen, query_rows
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -222,25 +220,6 @@ def test_checkpoints_on_a_full_disk_stop_the_sweep_with_one_line_and_no_trial_fa
     assert all(status in ("INTERRUPTED", "RUNNING") and not failures and error is None
                for status, failures, error in statuses) and len(statuses) == 2, statuses
     resume_finishes(run_dir, ray_address)
-
-
-@pytest.fixture
-def own_postgres_database():
-    """A PostgreSQL database of this test's own (the test stops its connections), dropped afterwards."""
-    name = f"tuner_fault_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as exc:  # pragma: no cover - PostgreSQL runs on every machine here
-        admin.dispose()
-        pytest.skip(f"PostgreSQL is unreachable: {exc.orig}")
-    url = sa.make_url(POSTGRES_URL).set(database=name)
-    yield name, url.render_as_string(hide_password=False), admin
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def test_a_postgres_store_gone_mid_sweep_ends_it_with_one_line_and_resume_finishes_it(

@@ -242,32 +242,15 @@ def test_a_sweep_whose_lock_session_ended_keeps_its_sweep(postgres_url, tmp_path
     analysis.close()
 
 
-def test_a_lock_whose_server_refuses_connections_is_kept_trying_and_released_quietly(tmp_path):
+def test_a_lock_whose_server_refuses_connections_is_kept_trying_and_released_quietly(tmp_path, own_postgres_database):
     """The session ended and the server refuses new ones (a database being dropped, a server
     shutting down): each heartbeat's check says nothing (tried again next time), and the release
     at the sweep's end raises nothing over the sweep's own error."""
-    from tests.conftest import POSTGRES_URL
-
-    name = f"tuner_lock_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as exc:  # pragma: no cover - PostgreSQL runs on every machine here
-        admin.dispose()
-        pytest.skip(f"PostgreSQL is unreachable: {exc.orig}")
-    url = sa.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    try:
-        lock = SweepLock(url, "refused", tmp_path).acquire()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
-            conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"),
-                         {"n": name})
-        assert lock.keep() is None  # its session is gone and a new one refused: tried again next time
-        assert lock.keep() is None  # ... on the connection closed by the first try
-        lock.release()
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
-            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
+    name, url, admin = own_postgres_database
+    lock = SweepLock(url, "refused", tmp_path).acquire()
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false'))
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :n"), {"n": name})
+    assert lock.keep() is None  # its session is gone and a new one refused: tried again next time
+    assert lock.keep() is None  # ... on the connection closed by the first try
+    lock.release()
