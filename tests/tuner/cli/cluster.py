@@ -158,12 +158,15 @@ def add_private_node(cluster: Cluster, tmp: Path, private: Path, cpus: int = 2,
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["RAY_AUTH_MODE"] = "token"  # a joining node sends the cluster's token (~/.ray/auth_token)
-    # Ray refuses to join a node to a one-machine Ray, and would advertise the machine's routable
-    # address for 127.0.0.1: the node is a second machine on a loopback address of its own.
+    # `ray start` joins no node to a one-machine Ray, and a node of a cluster of machines takes
+    # 127.0.0.1 (its own, or in the head's address) for the machine's routable address: the node
+    # is a second machine on a loopback address of its own, and reaches the head's GCS (which
+    # listens on 127.0.0.1 alone) at that address in its IPv6-mapped form, which Ray leaves as it is.
     env[LOOPBACK_ONLY] = "1"
+    gcs_port = cluster.gcs_address.rsplit(":", 1)[1]
     ports = [free_port() for _ in range(6)]
     ray_start = [
-        str(Path(sys.executable).parent / "ray"), "start", "--block", f"--address={cluster.gcs_address}",
+        str(Path(sys.executable).parent / "ray"), "start", "--block", f"--address=[::ffff:127.0.0.1]:{gcs_port}",
         f"--node-ip-address={WORKER_NODE_IP}", f"--num-cpus={cpus}", f"--node-manager-port={ports[0]}",
         f"--object-manager-port={ports[1]}", f"--metrics-export-port={ports[2]}",
         f"--dashboard-agent-listen-port={ports[3]}", f"--dashboard-agent-grpc-port={ports[4]}",
