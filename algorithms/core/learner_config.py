@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from algorithms.models.numpy_mlp import ACTIVATIONS
 from schedulers.validation import is_int, is_number
 
 #: The built-in network's options and their defaults.
 # cnn: the CNN of image observations (algorithms/models/encoders.py): "auto", "nature" or "small"
 MODEL_DEFAULTS: dict[str, Any] = {"hidden_sizes": [64, 64], "activation": "tanh", "shared_layers": False, "cnn": "auto"}
 CNN_NAMES = ("auto", "nature", "small")
-ACTIVATION_NAMES = ("elu", "relu", "silu", "tanh")
+ACTIVATION_NAMES = tuple(sorted(ACTIVATIONS))  # the numpy twins' names: torch-free, as this module
 #: ``optimizer`` names (torch.optim classes) and the keyword arguments each gets by default.
 OPTIMIZERS: dict[str, dict[str, Any]] = {
     "adam": {"eps": 1e-5},  # eps as SB3's and CleanRL's PPO

@@ -58,25 +58,31 @@ def tanh(x: torch.Tensor) -> torch.Tensor:
     return _numpy_tanh(x)
 
 
-class Tanh(nn.Module):
-    """``nn.Tanh`` computed by :func:`tanh`."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return tanh(x)
-
-
-#: Activation modules of the built-in networks, by the name of the ``activation`` key.
-ACTIVATION_MODULES: dict[str, type[nn.Module]] = {"tanh": Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
-
-#: The same activations as functions (a network that calls them between its own layers), by name.
+#: The built-in networks' activations, by the name of the ``activation`` key (the same names as
+#: their numpy twins', ``algorithms/models/numpy_mlp.py``, which the config checks read).
 ACTIVATION_FUNCTIONS: dict[str, Any] = {"tanh": tanh, "relu": torch.relu, "elu": nn.functional.elu,
                                         "silu": nn.functional.silu}
+
+
+class Activation(nn.Module):
+    """One of :data:`ACTIVATION_FUNCTIONS` as a layer of an ``nn.Sequential``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.fn = ACTIVATION_FUNCTIONS[name]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+    def extra_repr(self) -> str:
+        return self.name
 
 
 def build_mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> nn.Sequential:
     """The built-in networks' hidden layers: a Linear then the activation, per size in ``hidden_sizes``."""
     layers: list[nn.Module] = []
     for size in hidden_sizes:
-        layers += [nn.Linear(in_dim, size), ACTIVATION_MODULES[activation]()]
+        layers += [nn.Linear(in_dim, size), Activation(activation)]
         in_dim = size
     return nn.Sequential(*layers)

@@ -308,8 +308,8 @@ class Controller(ResizingControl):
         return not most or len(self._pool.running) < most
 
     def _add_trial_from_searcher(self) -> bool:
-        live = any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED, TrialStatus.RUNNING) for t in self._trials)
-        proposal = self._source.propose(len(self._trials), live)
+        proposal = self._source.propose(len(self._trials), live=lambda: any(
+            t.status in (TrialStatus.PENDING, TrialStatus.PAUSED, TrialStatus.RUNNING) for t in self._trials))
         if proposal is None:
             return False
         trial_id, config = proposal

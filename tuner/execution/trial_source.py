@@ -30,9 +30,9 @@ class TrialSource:
         self.told_ended: set[str] = set()
         self._takes_pruned = _accepts_keyword(searcher.on_trial_complete, "pruned")
 
-    def propose(self, proposed: int, live: bool) -> tuple[str, dict[str, Any]] | None:
+    def propose(self, proposed: int, live: Callable[[], bool]) -> tuple[str, dict[str, Any]] | None:
         """The id and config of trial number ``proposed`` (0-based), or None: none now (the
-        searcher waits for results; with no ``live`` trial left, none will ever come)."""
+        searcher waits for results; when no trial is ``live()`` any more, none will ever come)."""
         if self.finished:
             return None
         if self._max_trials is not None and proposed >= self._max_trials:
@@ -42,7 +42,7 @@ class TrialSource:
         with self._timed("searcher"):
             config = self.searcher.suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
-            if config == Searcher.FINISHED or not live:
+            if config == Searcher.FINISHED or not live():
                 self.finished = True
             return None
         if isinstance(config, str):
