@@ -49,9 +49,9 @@ class ActorRequests:
             held = self._prepared[trial.trial_id] = (trial.config, self._trainable_cls.prepare_trial(trial.config))
         return held[1]
 
-    def info(self, trial: Trial) -> TrialInfo:
-        """The trial's info for its actor."""
-        return self._checkpoints.place(trial, trial.info(prepared=self.prepared(trial)))
+    def info(self, trial: Trial, *, new_group: bool = False) -> TrialInfo:
+        """The trial's info for its actor (``new_group``: in a placement group placed just now)."""
+        return self._checkpoints.place(trial, trial.info(prepared=self.prepared(trial)), new_group=new_group)
 
     def start(self, trial: Trial, slot: Slot, reapply_config: bool) -> None:
         """Start the trial on ``slot``'s actor: build its trainable (restored from its checkpoint,
@@ -61,7 +61,7 @@ class ActorRequests:
             window_s=RESULT_BATCH_WINDOW_S,
             trainable_cls=None if slot.has_trainable else self._trainable_cls,
             config=trial.config,
-            info=self.info(trial),
+            info=self.info(trial, new_group=not slot.has_trainable),
             checkpoint_path=trial.checkpoint_path,
             checkpoint_freq=self._checkpoint_freq,
             reapply_config=reapply_config,

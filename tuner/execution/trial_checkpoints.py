@@ -51,10 +51,14 @@ class TrialCheckpoints:
         self._function_trainable = function_trainable
         self._warned_unsavable = False
 
-    def place(self, trial: Trial, info: TrialInfo) -> TrialInfo:
-        """``info`` with where the trial's checkpoints go: the sweep's object storage, or the keeper."""
+    def place(self, trial: Trial, info: TrialInfo, *, new_group: bool = True) -> TrialInfo:
+        """``info`` with where the trial's checkpoints go: the sweep's object storage, or the keeper.
+
+        ``new_group``: the trial runs in a placement group placed just now, perhaps on a node that
+        joined meanwhile, so the cluster's nodes are read again; a group used before stays on the
+        node it was placed on, which was this one unless the keeper already runs."""
         if self._storage is None:
-            keeper = self._keeper_on_cluster()
+            keeper = self._keeper_on_cluster() if new_group else self._keeper
             return info if keeper is None else dataclasses.replace(info, keeper=keeper[0], driver_node=keeper[1])
         folder = self._storage.join(self._experiment_name, os.path.basename(trial.trial_dir))
         return dataclasses.replace(info, storage=self._storage, storage_dir=folder)

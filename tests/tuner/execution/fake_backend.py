@@ -57,11 +57,13 @@ class FakeBackend:
         self.destroyed = 0
         self.discarded: list[Any] = []
         self.released: dict[str, float] | None = None
+        self.node_reads = 0  # how often the controller asked for the cluster's nodes
 
     def cluster_resources(self) -> dict[str, float]:
         return dict(self._resources)
 
     def nodes(self) -> list[dict[str, float]]:
+        self.node_reads += 1
         return [dict(self._resources)]
 
     def place(self, pgf: PlacementGroupFactory) -> tuple[Any, Any]:

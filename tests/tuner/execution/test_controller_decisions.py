@@ -127,6 +127,16 @@ def test_fifo_reuses_the_actor_of_an_ended_trial_when_only_one_fits(tmp_path):
     assert ("actor0", "stop") in backend.calls  # the ended trial's trainable was cleaned up first
 
 
+def test_the_cluster_is_asked_for_its_nodes_per_new_placement_group_not_per_trial(tmp_path):
+    """Whether a second node joined (the checkpoint keeper's question) costs a call to the
+    cluster; a trial that takes over an ended trial's actor and group runs where that group was
+    placed, so only a new group asks."""
+    trials, _, _, _, backend = sweep(tmp_path, {"rate": grid_search([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])},
+                                      stop={"training_iteration": 1}, backend=FakeBackend(cpus=1))
+    assert len(trials) == 6 and backend.placed == 1
+    assert backend.node_reads <= 3, backend.node_reads  # the loop's start and the one new group, not six
+
+
 def test_cpu_share_caps_the_cpus_a_sweep_holds_at_once(tmp_path):
     """Half of a 4-CPU cluster: two 1-CPU trials at a time, each next one in the slot of one that
     ended (a sweep sharing the cluster keeps the other half)."""
