@@ -28,7 +28,8 @@ __all__ = ["AGENT_FILE", "AGENT_LAYOUT", "Episode", "load_trainer", "make_single
 AGENT_FILE = "agent.json"
 _CALLABLE = "__callable__"
 #: How a loaded agent samples: in its own process, one env, on the CPU (a machine that never ran it).
-AGENT_LAYOUT = {"num_workers": 0, "num_envs_per_worker": 1, "env_threads": False, "num_gpus_for_learner": 0}
+AGENT_LAYOUT = {"num_workers": 0, "num_envs_per_worker": 1, "env_threads": False, "num_gpus_for_learner": 0,
+                "evaluation_num_workers": 0}
 
 
 def write_agent_file(checkpoint_dir: str, algorithm: str, config: Mapping[str, Any]) -> None:

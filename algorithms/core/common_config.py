@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from algorithms.core.evaluation_config import EVALUATION_DEFAULTS, check_evaluation
 from algorithms.envs import presets as env_presets
 from algorithms.sampling import layout
 from schedulers.validation import is_int, is_number, is_seed
@@ -53,6 +54,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # torch.optim's: "adam" | "adamw" | "rmsprop" | "sgd", and its keyword arguments but lr
     "optimizer": "adam",
     "optimizer_config": {},
+    # evaluation episodes (RLlib's keys; algorithms/core/evaluation_config.py)
+    **EVALUATION_DEFAULTS,
 }
 
 
@@ -106,3 +109,4 @@ def check_common(c: dict[str, Any], bounded_streams: bool) -> None:
     check(is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
     for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
         check(is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+    check_evaluation(c)

@@ -43,27 +43,18 @@ from algorithms.envs import presets as env_presets
 from algorithms.sampling import layout
 from algorithms.sampling.fragment import Fragment, TrainBatch
 from algorithms.core.common_config import COMMON_DEFAULTS, LAYOUT_REASON, check_common, sampling_layout
+from algorithms.core.evaluation_config import EvaluationSettings
+from algorithms.core.resolved_trial import (
+    ResolvedTrial, check_evaluation_env, differs, env_spaces_of, evaluation_bundles, same_config,
+)
 from algorithms.core.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
 from algorithms.core.agent import load_trainer, make_single_env, write_agent_file
-from algorithms.envs.registry import EnvCreator, env_spaces, lookup_env_creator, trial_env
+from algorithms.envs.registry import trial_env
 from algorithms.sampling.episodes import EpisodeWindow
+from algorithms.sampling.evaluation import EVALUATION_RESULT_KEYS, Evaluator
 from algorithms.sampling.rollout_actors import cores_here
 from algorithms.sampling.worker_group import WorkerGroup
 from tuner.trainable.trainable import Trainable
-
-
-@dataclasses.dataclass(frozen=True)
-class ResolvedTrial:
-    """A trial's config as the driver resolved it (``DistributedTrainer.prepare_trial``), carried
-    to the trial's actor with the trial: the config it was given, the full config (defaults, the
-    sampling layout), the env (a gymnasium id, the creator registered under its name, or the
-    creator ``preprocessing`` made) and its spaces (checked: a space no trainer takes fails here)."""
-
-    given: Mapping[str, Any]
-    config: dict[str, Any]
-    env: str | EnvCreator
-    observation_space: Any
-    action_space: Any
 
 
 STATE_FILE = "trainer_state.pt"
@@ -85,7 +76,7 @@ class DistributedTrainer(Trainable):
     _rebuild_keys: ClassVar[tuple[str, ...]] = (
         "env", "env_config", "preprocessing", "num_workers", "num_envs_per_worker", "sample_async", "env_threads", "seed",
         "num_cpus_for_learner", "num_cpus_per_worker", "num_gpus_for_learner", "model", "model_config",
-        "optimizer", "optimizer_config",
+        "optimizer", "optimizer_config", "evaluation_num_workers",
     )
     #: Top-level keys that stand for options of the built-in model (see ``learner_config.resolve_model``).
     _model_shorthands: ClassVar[tuple[str, ...]] = ()
@@ -128,6 +119,19 @@ class DistributedTrainer(Trainable):
         """
 
     @classmethod
+    def check_metric(cls, metric: str, config: Mapping[str, Any]) -> None:
+        """An ``evaluation/...`` metric needs evaluation on, and names a key an evaluation reports."""
+        if not metric.startswith("evaluation/"):
+            return
+        interval = dict(config).get("evaluation_interval")
+        if not interval:
+            raise ValueError(f"metric {metric!r}: {cls._name} reports evaluation/... keys only with evaluation on; "
+                             f"set config key 'evaluation_interval' to an int >= 1 (it is {interval!r})")
+        if metric.removeprefix("evaluation/") not in EVALUATION_RESULT_KEYS:
+            raise ValueError(f"metric {metric!r}: an evaluation reports "
+                             f"{['evaluation/' + key for key in EVALUATION_RESULT_KEYS]}")
+
+    @classmethod
     def default_resource_request(cls, config: Mapping[str, Any]) -> list[dict[str, float]]:
         """Bundle 0: the learner; bundles 1..num_workers: one per rollout actor.
 
@@ -139,7 +143,8 @@ class DistributedTrainer(Trainable):
             learner["GPU"] = float(c["num_gpus_for_learner"])
         if c["num_cpus_per_worker"] <= 0:
             return [learner]
-        return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(c["num_workers"])]
+        actors = c["num_workers"] + evaluation_bundles(c)
+        return [learner] + [{"CPU": float(c["num_cpus_per_worker"])} for _ in range(actors)]
 
     supports_elastic_resources: ClassVar[bool] = True
     #: Streams hold at most a train batch untaken (see ``WorkerGroup``): an on-policy learner
@@ -155,7 +160,7 @@ class DistributedTrainer(Trainable):
         ``num_cpus_per_worker``): each is one more actor."""
         c = prepared.config if isinstance(prepared, ResolvedTrial) else cls.resolve_config(config)
         cpus = float(c["num_cpus_per_worker"])
-        own = 1 + int(c["num_workers"])
+        own = 1 + int(c["num_workers"]) + evaluation_bundles(c)
         if not c["num_workers"] or cpus <= 0 or len(bundles) < own:
             return False
         return all(set(b) <= {"CPU"} and b.get("CPU", 0.0) + 1e-9 >= cpus for b in bundles[own:])
@@ -167,7 +172,8 @@ class DistributedTrainer(Trainable):
         ``WorkerGroup.resize``). The learner is untouched. False when this trainer samples in its
         learner's process or the bundles do not match its own group plus ``placement_groups``."""
         groups = list(placement_groups)
-        if self.workers.local is not None or len(new_resources) != 1 + self.cfg["num_workers"] + len(groups):
+        own = 1 + self.cfg["num_workers"] + evaluation_bundles(self.cfg)
+        if self.workers.local is not None or len(new_resources) != own + len(groups):
             return False
         started, retired = self.workers.resize(groups)
         self._resized += started + retired
@@ -181,8 +187,9 @@ class DistributedTrainer(Trainable):
         per ``preprocessing``, and its observation space checked before anything samples."""
         resolved = cls.resolve_config(config)
         env = trial_env(resolved["env"], resolved["env_config"], resolved["preprocessing"])
-        observation_space, action_space = _spaces(resolved, env)
+        observation_space, action_space = env_spaces_of(resolved, env)
         env_presets.check_observation_space(observation_space, resolved["env"])
+        check_evaluation_env(resolved, (observation_space, action_space))
         return ResolvedTrial(given=dict(config), config=resolved, env=env,
                              observation_space=observation_space, action_space=action_space)
 
@@ -191,7 +198,7 @@ class DistributedTrainer(Trainable):
         sweep, or for a config the driver did not prepare)."""
         info = self.get_trial_info()
         prepared = info.prepared if info is not None else None
-        if isinstance(prepared, ResolvedTrial) and _same_config(prepared.given, config or {}):
+        if isinstance(prepared, ResolvedTrial) and same_config(prepared.given, config or {}):
             return dataclasses.replace(prepared, config=copy.deepcopy(prepared.config))
         return self.prepare_trial(config or {})
 
@@ -292,8 +299,38 @@ class DistributedTrainer(Trainable):
             self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
             self.workers.set_weights(self.policy.get_weights)
         self._resized = 0  # actors started or let go by update_resources
+        self._policy_source = (factory, policy_kwargs)  # how evaluation actors build their policy
+        self.evaluator = self._build_evaluator()
+        self.last_evaluation: dict[str, Any] | None = None  # attached to every result (see evaluation_config)
         self._setup_done_at = time.perf_counter()
         self._start_reported = False  # the rollout actors' start goes with the first result
+
+    def _build_evaluator(self) -> Evaluator | None:
+        settings = EvaluationSettings.of(self.cfg)
+        if settings is None:
+            return None
+        c = self.cfg
+        env = self.env if "env_config" not in c["evaluation_config"] else trial_env(
+            c["env"], settings.env_config, c["preprocessing"])
+        group = None
+        if settings.num_workers:
+            import ray
+
+            group = ray.util.get_current_placement_group() if ray.is_initialized() else None
+        factory, policy_kwargs = self._policy_source
+        return Evaluator(settings, env=env, seed=self.seed, policy_factory=factory, policy_kwargs=policy_kwargs,
+                         local_policy=self.policy, num_cpus=c["num_cpus_per_worker"], group=group,
+                         first_bundle=1 + c["num_workers"])
+
+    def _evaluate_if_due(self) -> dict[str, Any] | None:
+        """The latest evaluation, played now when due (see ``algorithms/core/evaluation_config.py``)."""
+        if self.evaluator is None:
+            return None
+        iteration = self.iteration + 1
+        if self.evaluator.settings.due(iteration, self.last_evaluation is not None):
+            metrics = self.evaluator.evaluate(self.policy.get_weights)
+            self.last_evaluation = {**metrics, "iteration": iteration}
+        return self.last_evaluation
 
     def _streams(self) -> bool:
         """Whether rollout actors sample as streams (``WorkerGroup.stream``)."""
@@ -422,6 +459,9 @@ class DistributedTrainer(Trainable):
             result.update(worker_start_time_s=start_s, worker_start_in_setup_s=in_setup,
                           num_workers_reused=self.workers.reused, num_workers_started=self.workers.started)
         result.update(learn_metrics)
+        evaluation = self._evaluate_if_due()
+        if evaluation is not None:
+            result["evaluation"] = dict(evaluation)
         return result
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
@@ -432,6 +472,7 @@ class DistributedTrainer(Trainable):
             "counters": {"env_steps_total": self.env_steps_total, "seed": self.seed},
             "episode_window": self.window.state(),
             "learner": self.learner_state(),
+            "evaluation": self.last_evaluation,
         }
         import torch
 
@@ -465,23 +506,33 @@ class DistributedTrainer(Trainable):
         self.window.load_state(state["episode_window"])
         self.load_learner_state(state["learner"])
         self.workers.set_weights(self.policy.get_weights)
+        if self.evaluator is not None:
+            self.last_evaluation = state.get("evaluation")
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         """Apply ``new_config`` in place (learning hyperparameters); False when it needs a rebuild."""
         new = self._resolved(new_config).config
         old = self.cfg
         new["seed"] = old["seed"] if new["seed"] is None else new["seed"]
-        if any(_differs(old[k], new[k]) for k in self._rebuild_keys):
+        if any(differs(old[k], new[k]) for k in self._rebuild_keys):
             return False
         self.cfg = new
         self.config = dict(new_config)
         self.reset_algorithm_config(old, new)
+        if EvaluationSettings.of(old) != EvaluationSettings.of(new):
+            if self.evaluator is not None:
+                self.evaluator.stop()
+            self.evaluator = self._build_evaluator()
+            self.last_evaluation = None if self.evaluator is None else self.last_evaluation
         return True
 
     def cleanup(self) -> None:
         workers = getattr(self, "workers", None)
         if workers is not None:
             workers.stop()
+        evaluator = getattr(self, "evaluator", None)
+        if evaluator is not None:
+            evaluator.stop()
 
     # -- inference ---------------------------------------------------------------------------
     def compute_actions(self, obs: Any, explore: bool = True, seed: int | None = None) -> np.ndarray:
@@ -497,41 +548,3 @@ class DistributedTrainer(Trainable):
         from algorithms.data.observations import batch_of
 
         return self.compute_actions(batch_of(self.observation_space, [obs]), explore=explore, seed=seed)[0]
-
-
-#: The spaces of the envs this process resolved, by env, env_config and preprocessing: the driver
-#: resolves each trial's config more than once, and a sweep's trials mostly share their env.
-_env_spaces: dict[tuple[Any, ...], tuple[Any, Any]] = {}
-
-
-def _spaces(config: Mapping[str, Any], env: str | EnvCreator) -> tuple[Any, Any]:
-    """The single-env (observation, action) spaces of the resolved ``env``, from one env built here."""
-    given = config["env"]
-    registered = lookup_env_creator(given) if isinstance(given, str) else None
-    key = (given, registered, repr(config["preprocessing"]),
-           repr(sorted((str(k), repr(v)) for k, v in dict(config["env_config"]).items())))
-    try:
-        cached = _env_spaces.get(key)
-    except TypeError:  # an unhashable creator: not cached
-        return env_spaces(env, config["env_config"])
-    if cached is None:
-        cached = _env_spaces[key] = env_spaces(env, config["env_config"])
-    # copies: a space carries its own sampling generator, which trainers must not share
-    return copy.deepcopy(cached)
-
-
-def _differs(a: Any, b: Any) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return list(a) != list(b)
-    try:
-        return bool(a != b)
-    except Exception:  # noqa: BLE001
-        return a is not b
-
-
-def _same_config(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Whether two configs are equal (False where their values cannot be compared, arrays say)."""
-    try:
-        return bool(dict(a) == dict(b))
-    except Exception:  # noqa: BLE001 - an ambiguous comparison counts as different
-        return False

@@ -239,10 +239,16 @@ def _check_trainable_config(trainable_cls: type[Trainable], config: dict[str, An
 
     if doc.get("resources") is not None or trainable_cls.default_resource_request is Trainable.default_resource_request:
         return
+    sample = _sample_config(config, doc.get("seed"))
     try:
-        trainable_cls.default_resource_request(_sample_config(config, doc.get("seed")))
+        trainable_cls.default_resource_request(sample)
     except (ValueError, TypeError, KeyError) as exc:
         raise SpecError("config", str(exc)) from None
+    if isinstance(doc.get("metric"), str):
+        try:
+            trainable_cls.check_metric(doc["metric"], sample)
+        except ValueError as exc:
+            raise SpecError("metric", str(exc)) from None
 
 
 def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:

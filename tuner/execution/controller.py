@@ -313,6 +313,8 @@ class Controller(ResizingControl):
         if proposal is None:
             return False
         trial_id, config = proposal
+        if self._options.metric:
+            self._trainable_cls.check_metric(self._options.metric, config)
         pgf = self._resources_for(config)
         trial = Trial(
             trial_id=trial_id,

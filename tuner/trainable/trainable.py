@@ -113,6 +113,12 @@ class Trainable:
         return False
 
     @classmethod
+    def check_metric(cls, metric: str, config: Mapping[str, Any]) -> None:
+        """Raise ValueError when a trial of ``config`` could never report the sweep's ``metric``
+        (a trainer's evaluation key with evaluation off, say); asked in the driver before the
+        trial is added. Nothing by default: the first result shows what a trainable reports."""
+
+    @classmethod
     def prepare_trial(cls, config: Mapping[str, Any]) -> Any:
         """What the driver works out once for a trial's ``config`` and hands to the trial's actor
         with the trial, as ``self.get_trial_info().prepared``: a trainer's resolved config, say,
