@@ -23,7 +23,11 @@ from tuner.store import NoSchemaError, Store, default_database_url
 if TYPE_CHECKING:  # pandas is slow to import, and only the dataframe accessors need it
     import pandas as pd
 
+    from tuner.held_out.report import ValidationReport
+
 SCOPES = ("all", "last", "avg", "last-5-avg", "last-10-avg")
+#: Which answer ``get_best_config`` gives: the sweep's own, or its validation's.
+BY = ("sweep", "validated")
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +118,9 @@ class ExperimentAnalysis:
         self.experiment_path = str(path)
         self.name = path.name
         url = database_url or default_database_url(path)
+        #: The database the sweep is in (None: the SQLite file of its run directory).
+        self.database_url = database_url
+        self.store_url = url
         if database_url is None and not (path / "tuner.db").exists():
             raise TuneError(f"no sweep found at {self.experiment_path!r} (no tuner.db there)")
         try:
@@ -285,7 +292,19 @@ class ExperimentAnalysis:
         tail = values[-window:]
         return sum(tail) / len(tail)
 
-    def get_best_config(self, metric: str | None = None, mode: str | None = None, scope: str = "last") -> dict[str, Any] | None:
+    def get_best_config(self, metric: str | None = None, mode: str | None = None, scope: str = "last",
+                        by: str = "sweep") -> dict[str, Any] | None:
+        """The best config: ``by="sweep"``, its best trial's (by ``metric`` over ``scope``, on the
+        sweep's own seeds); ``by="validated"``, the config that ranked first on held-out seeds in
+        the sweep's validation (:meth:`validate`; without a seed: train it on any)."""
+        if by not in BY:
+            raise ValueError(f"by must be one of {list(BY)}, got {by!r}")
+        if by == "validated":
+            report = self.validation()
+            if report is None:
+                raise ValueError(f"by='validated': sweep {self.name!r} has no validation; run "
+                                 f"tune.load(...).validate(top_k=..., seeds=...) or `tuner validate {self.name}`")
+            return report.best_config
         trial = self.get_best_trial(metric, mode, scope)
         return trial.config if trial else None
 
@@ -295,7 +314,39 @@ class ExperimentAnalysis:
 
     @property
     def best_config(self) -> dict[str, Any] | None:
+        """The best trial's config on the sweep's own seeds (``get_best_config(by="validated")``:
+        the validated answer)."""
         return self.get_best_config()
+
+    # -- held-out seeds ------------------------------------------------------------------------
+    def validate(self, top_k: int = 3, seeds: int = 10, *, name: str | None = None, metric: str | None = None,
+                 stop: Any = None, resources_per_trial: Any = None, callbacks: Sequence[Any] = (),
+                 verbose: int = 0) -> ValidationReport:
+        """Retrain the sweep's ``top_k`` best configs on ``seeds`` seeds none of its trials used, as
+        a follow-on sweep ``name`` (default ``<sweep>-validation``) beside it in the same store,
+        and report per config the mean, IQM and bootstrap 95% interval of the final ``metric``
+        (default the sweep's) and its rank there against its rank in the sweep
+        (:mod:`tuner.held_out`). Asked again, a finished validation is read, an unfinished one
+        resumed. The trainable is the sweep's by name (a function of a script: register it with
+        ``tune.register_trainable`` first); ``stop`` and ``resources_per_trial`` default to the sweep's."""
+        from tuner.held_out.run import run_validation, stored_spec_of
+
+        overrides = {k: v for k, v in (("stop", stop), ("resources", resources_per_trial)) if v is not None}
+        return run_validation(self, top_k, seeds, name=name, metric=metric, stored_document=stored_spec_of(self),
+                              overrides=overrides, callbacks=callbacks, verbose=verbose)
+
+    def validation(self) -> ValidationReport | None:
+        """The report of this sweep's validation as it stands (None: it has none); for a
+        validation sweep itself, its own report."""
+        from tuner.held_out.run import linked_validation, load_plan, load_report, validation_path
+
+        if load_plan(self._store, self._experiment_id) is not None:
+            return load_report(self)
+        name = linked_validation(self)
+        if name is None:
+            return None
+        with ExperimentAnalysis(validation_path(self, name), database_url=self.database_url) as validation:
+            return load_report(validation)
 
     @property
     def best_result(self) -> dict[str, Any] | None:

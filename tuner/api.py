@@ -306,6 +306,7 @@ class _Sweep:
     url: str
     hparam_domains: list[dict[str, Any]]
     storage: Storage  # where the checkpoints go: the folder holding run_dir, or an object store
+    trainable_ref: str | None  # how another process finds the trainable again (None: it cannot)
 
     @property
     def name(self) -> str:
@@ -355,6 +356,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     return _Sweep(
         options=replace(options, name=name, resume=resume), trainable_cls=trainable_cls, scheduler=scheduler,
         searcher=searcher, max_trials=max_trials, planned_trials=planned, stopper=stopper, resources_for=resources_for, ckpt=ckpt,
+        trainable_ref=_trainable_ref(run_or_experiment),
         namer=namer, callbacks=callback_list, reporter=reporter, run_dir=run_dir,
         tb_dir=tb_dir if options.tensorboard else None, url=url, hparam_domains=hparam_domains, storage=storage,
     )
@@ -484,10 +486,22 @@ def _close_sweep(store: Store, lock: SweepLock, leftovers: Leftovers, experiment
             leftovers.remove_files()
 
 
+def _trainable_ref(trainable: Any) -> str | None:
+    """The name the trainable was given by (a registered name, ``module:attribute``), or the
+    ``module:qualname`` of an importable function or class; None for one a script defines."""
+    if isinstance(trainable, str):
+        return trainable
+    module, qualname = getattr(trainable, "__module__", None), getattr(trainable, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<" in qualname or "." in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
 def _sweep_spec(sweep: _Sweep) -> dict[str, Any]:
     """What the store keeps of the call (``experiments.spec``): plain values, the database URL masked."""
     return {
         "trainable": sweep.trainable_cls.__name__,
+        "trainable_ref": sweep.trainable_ref,
         "config": repr(dict(sweep.config)),
         "num_samples": sweep.options.num_samples,
         "planned_trials": sweep.planned_trials,

@@ -12,6 +12,7 @@ from typing import Mapping
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 from schedulers.validation import check_int, is_int, is_number
 from tuner.run_options import RunOptions
+from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
 from tuner.trainable.function_trainable import FunctionTrainable
 from tuner.trainable.trainable import Trainable
@@ -26,7 +27,8 @@ def validate_arguments(trainable_cls: type[Trainable], options: RunOptions) -> N
     o = options
     if not isinstance(o.config, Mapping):
         raise ValueError(f"config must be a dict (the search space), got {type(o.config).__name__}")
-    check_int(o.num_samples, "num_samples", 1)
+    # 0 only where a searcher's points_to_evaluate are the trials (BasicVariantGenerator checks that)
+    check_int(o.num_samples, "num_samples", 0 if isinstance(o.search_alg, BasicVariantGenerator) else 1)
     validate_mode(o.mode)
     if o.metric is not None and not isinstance(o.metric, str):
         raise ValueError(f"metric must be a string, got {o.metric!r}")

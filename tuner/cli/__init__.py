@@ -82,6 +82,22 @@ def _add_run_verbs(verbs: Any) -> None:
     _run_options(resume)
     resume.set_defaults(handler="tuner.cli.sweep_cmd:cmd_resume")
 
+    validate = verbs.add_parser("validate", help="retrain a sweep's best configs on held-out seeds and rank them again",
+                                epilog=EPILOG)
+    validate.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    validate.add_argument("--top-k", type=int, default=3, metavar="K", help="the sweep's K best configs (default: 3)")
+    validate.add_argument("--seeds", type=int, default=10, metavar="N",
+                          help="held-out seeds per config, none of them used by the sweep (default: 10)")
+    validate.add_argument("--name", dest="as_name", metavar="VNAME",
+                          help="the validation sweep's name (default: NAME-validation)")
+    validate.add_argument("--metric", help="rank by this metric (default: the sweep's)")
+    validate.add_argument("--json", action="store_true", help="print the report as JSON")
+    validate.add_argument("--submit", action="store_true",
+                          help="run the validation's driver on the cluster as a Ray Job (--address: its Jobs API)")
+    _sweep_location(validate)
+    _run_options(validate)
+    validate.set_defaults(handler="tuner.cli.validate_cmd:cmd_validate")
+
     submit = verbs.add_parser("submit", help="run a sweep's driver on a Ray cluster as a Ray Job", epilog=EPILOG)
     submit.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec; the local modules it names are shipped")
     submit.add_argument("--address", metavar="URL",
@@ -118,6 +134,8 @@ def _add_query_verbs(verbs: Any) -> None:
     best.add_argument("--mode", choices=("min", "max"), help="default: the sweep's")
     best.add_argument("--scope", choices=("last", "all", "avg", "last-5-avg", "last-10-avg"), default="last",
                       help="which results of a trial count (default: its last)")
+    best.add_argument("--validated", action="store_true",
+                      help="the config ranked first on held-out seeds by the sweep's validation (tuner validate)")
     _sweep_location(best)
     best.set_defaults(handler="tuner.cli.query_cmd:cmd_best")
 

@@ -325,6 +325,11 @@ def cmd_best(args: argparse.Namespace) -> int:
 
     ref = locate(args.name, args.storage_path, args.database_url)
     analysis = _analysis(ref)
+    if getattr(args, "validated", False):
+        try:
+            return _print_validated_best(analysis, ref, args.json)
+        finally:
+            analysis.close()
     try:
         metric = args.metric or analysis.default_metric
         mode = args.mode or analysis.default_mode
@@ -350,10 +355,40 @@ def cmd_best(args: argparse.Namespace) -> int:
 
             print(f"best trial: {best.trial_id} ({best.status}), {metric}={fmt(value)} "
                   f"at iteration {best.last_result.get('training_iteration', '?')}")
+            from tuner.held_out.run import linked_validation
+
+            validated = "" if linked_validation(analysis) is None else "; --validated: the best on held-out seeds"
+            print(f"(the best of the sweep's own trials, scope {args.scope}{validated})")
             print("config:")
             print("  " + dump(short_value(jsonable(best.config)), block=True).rstrip().replace("\n", "\n  "))
     finally:
         analysis.close()
+    return EXIT_OK
+
+
+def _print_validated_best(analysis: Any, ref: SweepRef, as_json: bool) -> int:
+    """``tuner best NAME --validated``: the config ranked first on the validation's held-out seeds."""
+    report = analysis.validation()
+    if report is None:
+        raise CLIError(f"sweep {ref.name!r} has no validation: `tuner validate {ref.name}` makes one")
+    best = report.best
+    if best is None:
+        print(f"tuner: validation {report.name!r} of sweep {ref.name!r} has no finished trial yet", file=sys.stderr)
+        return EXIT_FAILED
+    if as_json:
+        print(json.dumps(jsonable({"name": ref.name, "validation": report.name, "metric": report.plan.metric,
+                                   "mode": report.plan.mode, "sweep_rank": best.sweep_rank, "iqm": best.iqm,
+                                   "mean": best.mean, "ci95": [best.ci_low, best.ci_high],
+                                   "seeds": best.seeds_done, "complete": report.complete,
+                                   "config": best.candidate.config}), indent=2))
+        return EXIT_OK
+    from tuner.cli.yaml_io import dump
+
+    print(f"validated best: #{best.sweep_rank} of the sweep, first on {best.seeds_done} held-out seed(s) of "
+          f"validation {report.name}: {report.plan.metric} IQM {fmt(best.iqm)} (95% CI {fmt(best.ci_low)} .. "
+          f"{fmt(best.ci_high)}), mean {fmt(best.mean)}" + ("" if report.complete else " (not finished)"))
+    print("config (train it with any seed):")
+    print("  " + dump(short_value(jsonable(best.candidate.config)), block=True).rstrip().replace("\n", "\n  "))
     return EXIT_OK
 
 

@@ -239,7 +239,11 @@ def _check_trainable_config(trainable_cls: type[Trainable], config: dict[str, An
 
     if doc.get("resources") is not None or trainable_cls.default_resource_request is Trainable.default_resource_request:
         return
+    search = doc.get("search")
+    points = search.get("points_to_evaluate") if isinstance(search, Mapping) else None
     sample = _sample_config(config, doc.get("seed"))
+    if points and isinstance(points[0], Mapping):  # the first trial's config: the point over the sampled space
+        sample = {**sample, **copy.deepcopy(points[0])}
     try:
         trainable_cls.default_resource_request(sample)
     except (ValueError, TypeError, KeyError) as exc:
@@ -262,7 +266,9 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
     name = _check_name(doc.get("name"))
     if doc.get("description") is not None:
         expect_str(doc["description"], "description")
-    expect_int(doc.get("num_samples", 1), "num_samples", minimum=1)
+    search = doc.get("search")
+    points = search.get("points_to_evaluate") if isinstance(search, Mapping) else None
+    expect_int(doc.get("num_samples", 1), "num_samples", minimum=0 if points else 1)
     expect_int(doc.get("seed"), "seed", minimum=0, allow_none=True)
     expect_number(doc.get("time_budget_s"), "time_budget_s", positive=True, allow_none=True)
     expect_int(doc.get("max_concurrent_trials"), "max_concurrent_trials", minimum=1, allow_none=True)
@@ -283,7 +289,10 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
     _check_stop(doc.get("stop"))
     _check_resources(doc.get("resources"))
     metric, mode = _check_metric_mode(doc)
-    config = parse_space(doc.get("config"))
+    search = doc.get("search")
+    only_points = doc.get("num_samples") == 0 and isinstance(search, Mapping) and bool(search.get("points_to_evaluate"))
+    # num_samples 0 and config {}: the points are the trials' whole configs (a validation's spec)
+    config = {} if only_points and doc.get("config") == {} else parse_space(doc.get("config"))
     components.build_scheduler(doc.get("scheduler"))  # its keys and values, before the search space's
     components.build_searcher(doc.get("search"), doc.get("seed"))
     _check_search(doc, config, metric, mode)

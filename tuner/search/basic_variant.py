@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -44,7 +45,9 @@ class BasicVariantGenerator(Searcher):
        :mod:`tuner.search.variants`). With ``constant_grid_search=True`` the Domains are sampled
        once per sample and kept across its grid variants (``sample_from`` still runs per config).
 
-    So ``total_trials == len(points_to_evaluate) + num_samples * count_grid_points(config)``.
+    So ``total_trials == len(points_to_evaluate) + num_samples * count_grid_points(config)``;
+    ``num_samples=0`` with points runs exactly the points (with ``config={}``, each point is a
+    whole config: keys one point has and another lacks stay out of the other).
 
     The same seed gives the same sequence of configs; ``random_state`` (constructor) wins over
     the ``seed`` passed to ``set_search_properties``; both None means a random seed.
@@ -135,8 +138,9 @@ class BasicVariantGenerator(Searcher):
             return False
         if not isinstance(config, dict):
             raise ValueError(f"config must be a dict, got {type(config).__name__}")
-        if not is_int(num_samples) or num_samples < 1:
-            raise ValueError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+        if not is_int(num_samples) or num_samples < (0 if self._points else 1):
+            raise ValueError(f"num_samples must be an integer >= 1 (or 0 with points_to_evaluate: the points "
+                             f"only), got {num_samples!r}")
         _check_seed(seed, "seed", allow_generator=False)
         axes = grid_axes(config)  # validates every grid axis
         domains = iter_domains(config)
@@ -302,9 +306,12 @@ def _lookup(config: dict, parts: Path, where: str) -> Any:
 
 
 def _point_assignment(config: dict, point: Mapping, index: int) -> dict[Path, Any]:
-    """``{path: value}`` for one entry of points_to_evaluate, checked against the space."""
+    """``{path: value}`` for one entry of points_to_evaluate, checked against the space; with no
+    space (``config == {}``) the point is the whole config, as it is."""
     where = f"points_to_evaluate[{index}]"
     out: dict[Path, Any] = {}
+    if not config:
+        return {(key,): copy.deepcopy(value) for key, value in point.items()}
 
     def walk(node: Mapping, prefix: Path) -> None:
         for key, value in node.items():

@@ -89,3 +89,20 @@ def test_a_spec_with_an_evaluation_metric_and_evaluation_off_fails_its_check(tmp
     assert "spec key 'metric': metric 'evaluation/episode_return_mean': PPO reports evaluation/" in \
         capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_ppo_sweep_validated_on_held_out_seeds_by_its_evaluation_return(tmp_path):
+    tune.run("PPO", config={**CONFIG, "lr": tune.grid_search([1e-4, 3e-3]), "seed": 0}, metric=METRIC, mode="max",
+             stop={"training_iteration": 2}, storage_path=str(tmp_path), name="ppo", verbose=0).close()
+    analysis = tune.load(tmp_path / "ppo")
+    report = analysis.validate(top_k=2, seeds=2)
+    assert report.complete and report.plan.metric == METRIC and report.plan.seeds == (10_000, 10_001)
+    validation = tune.load(tmp_path / "ppo-validation")
+    seeds = sorted(t.config["seed"] for t in validation.trials)
+    assert seeds == [10_000, 10_000, 10_001, 10_001]
+    for config in report.configs:  # the held-out score is each trial's final evaluation return
+        trials = [t for t in validation.trials if t.config["lr"] == config.candidate.config["lr"]]
+        assert sorted(config.scores) == sorted(t.last_result["evaluation"]["episode_return_mean"] for t in trials)
+    assert analysis.get_best_config(by="validated") == report.best_config
+    validation.close()
+    analysis.close()
