@@ -82,22 +82,6 @@ def _add_run_verbs(verbs: Any) -> None:
     _run_options(resume)
     resume.set_defaults(handler="tuner.cli.sweep_cmd:cmd_resume")
 
-    validate = verbs.add_parser("validate", help="retrain a sweep's best configs on held-out seeds and rank them again",
-                                epilog=EPILOG)
-    validate.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
-    validate.add_argument("--top-k", type=int, default=3, metavar="K", help="the sweep's K best configs (default: 3)")
-    validate.add_argument("--seeds", type=int, default=10, metavar="N",
-                          help="held-out seeds per config, none of them used by the sweep (default: 10)")
-    validate.add_argument("--name", dest="as_name", metavar="VNAME",
-                          help="the validation sweep's name (default: NAME-validation)")
-    validate.add_argument("--metric", help="rank by this metric (default: the sweep's)")
-    validate.add_argument("--json", action="store_true", help="print the report as JSON")
-    validate.add_argument("--submit", action="store_true",
-                          help="run the validation's driver on the cluster as a Ray Job (--address: its Jobs API)")
-    _sweep_location(validate)
-    _run_options(validate)
-    validate.set_defaults(handler="tuner.cli.validate_cmd:cmd_validate")
-
     submit = verbs.add_parser("submit", help="run a sweep's driver on a Ray cluster as a Ray Job", epilog=EPILOG)
     submit.add_argument("spec", metavar="SPEC.yaml", help="the sweep spec; the local modules it names are shipped")
     submit.add_argument("--address", metavar="URL",
@@ -113,6 +97,22 @@ def _add_run_verbs(verbs: Any) -> None:
     submit.add_argument("--wait", action="store_true",
                         help="follow the sweep until it ends (Ctrl-C detaches; the sweep goes on)")
     submit.set_defaults(handler="tuner.cli.submit_cmd:cmd_submit")
+
+    validate = verbs.add_parser("validate", help="retrain a sweep's best configs on held-out seeds and rank them again",
+                                epilog=EPILOG)
+    validate.add_argument("name", metavar="NAME", help="sweep name, or its run directory")
+    validate.add_argument("--top-k", type=int, default=3, metavar="K", help="the sweep's K best configs (default: 3)")
+    validate.add_argument("--seeds", type=int, default=10, metavar="N",
+                          help="held-out seeds per config, none of them used by the sweep (default: 10)")
+    validate.add_argument("--name", dest="as_name", metavar="VNAME",
+                          help="the validation sweep's name (default: NAME-validation)")
+    validate.add_argument("--metric", help="rank by this metric (default: the sweep's)")
+    validate.add_argument("--json", action="store_true", help="print the report as JSON")
+    validate.add_argument("--submit", action="store_true",
+                          help="run the validation's driver on the cluster as a Ray Job (--address: its Jobs API)")
+    _sweep_location(validate)
+    _run_options(validate)
+    validate.set_defaults(handler="tuner.cli.validate_cmd:cmd_validate")
 
 
 def _add_query_verbs(verbs: Any) -> None:

@@ -36,7 +36,7 @@ def test_no_verb_prints_the_usage_and_exits_2(capsys):
     assert out == ""
     usage, error = err.strip().splitlines()
     assert usage.startswith("usage: tuner")
-    assert error.startswith("tuner: error: a verb is required, one of: sweep, resume, submit, ls, show")
+    assert error.startswith("tuner: error: a verb is required, one of: sweep, resume, submit, validate, ls, show")
 
 
 def test_an_unreachable_ray_address_fails_in_seconds_with_one_line(tmp_path):

@@ -201,8 +201,9 @@ def test_metric_and_mode():
     "kwargs, props, match",
     [
         ({}, {"config": [1]}, r"^config must be a dict, got list"),
-        ({}, {"num_samples": 0}, r"^num_samples must be an integer >= 1, got 0"),
-        ({}, {"num_samples": 1.5}, r"^num_samples must be an integer >= 1, got 1.5"),
+        ({}, {"num_samples": 0}, r"^num_samples must be an integer >= 1 \(or 0 with points_to_evaluate: the points "
+                                 r"only\), got 0"),
+        ({}, {"num_samples": 1.5}, r"^num_samples must be an integer >= 1 .*, got 1.5"),
         ({}, {"seed": "x"}, r"^seed must be an integer >= 0 or None, got 'x'"),
         ({"random_state": -1}, {}, r"^random_state must be an integer >= 0"),
         ({"max_concurrent": -1}, {}, r"^max_concurrent must be an integer >= 0"),
@@ -221,3 +222,12 @@ def test_numpy_generator_as_random_state():
     a = drain(make(random_state=np.random.default_rng(4)))
     b = drain(make(random_state=np.random.default_rng(4)))
     assert a == b
+
+
+def test_num_samples_zero_runs_only_the_points_and_an_empty_space_takes_them_whole():
+    points = [{"x": 1, "model": {"w": 2}}, {"x": 2, "model": {"w": 3, "d": 1}}]
+    bvg = BasicVariantGenerator(points_to_evaluate=points)
+    assert bvg.set_search_properties(None, None, {}, num_samples=0)
+    assert bvg.total_trials == 2
+    # each point as it is: a key one point has stays out of the other
+    assert [bvg.suggest("0"), bvg.suggest("1"), bvg.suggest("2")] == [*points, "FINISHED"]
