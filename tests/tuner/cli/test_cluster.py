@@ -344,3 +344,22 @@ def _job_count(address: str) -> int:
 
     use_cluster_token()
     return len(JobSubmissionClient(address).list_jobs())
+
+
+def test_a_validation_submitted_to_the_cluster_is_read_back_here(cluster, workdir):
+    name = spec(workdir, SLOW_SPEC.replace("ITERATIONS", "2"))
+    proc = tuner(workdir, "submit", name, "--name", "checked", "--address", cluster.address, "--wait")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = tuner(workdir, "validate", "checked", "--top-k", "1", "--seeds", "2", "--submit", "--address",
+                 cluster.address)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "submitted sweep checked-validation as Ray Job" in proc.stdout
+    wait_for(lambda: ls_row(workdir, "checked-validation")[1:2] == ["TERMINATED"], "the validation to end",
+             explain=lambda: _logs(workdir, "checked-validation"))
+    proc = tuner(workdir, "validate", "checked", "--top-k", "1", "--seeds", "2", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    import json
+
+    report = json.loads(proc.stdout)
+    (best,) = report["configs"]
+    assert report["complete"] and best["config"]["x"] == 2.0 and best["scores"] == [4.0, 4.0]
