@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from algorithms.core.evaluation_config import EVALUATION_DEFAULTS, check_evaluation
+from algorithms.data.normalization import FILTERS
 from algorithms.envs import presets as env_presets
 from algorithms.sampling import layout
 from schedulers.validation import is_int, is_number, is_seed
 
-__all__ = ["COMMON_DEFAULTS", "LAYOUT_REASON", "check", "check_common", "sampling_layout"]
+__all__ = ["COMMON_DEFAULTS", "LAYOUT_REASON", "check", "check_common", "check_filter_space", "normalization",
+           "sampling_layout"]
 
 #: Keys every distributed trainer understands, with their defaults (why: algorithms/ppo/trainer.py).
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -54,6 +56,11 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # torch.optim's: "adam" | "adamw" | "rmsprop" | "sgd", and its keyword arguments but lr
     "optimizer": "adam",
     "optimizer_config": {},
+    # normalisation (algorithms/data/normalization.py): "MeanStdFilter" (RLlib's) normalises Box
+    # observations by their running mean and std; normalize_reward divides rewards by the running std
+    # of the discounted return (SB3's VecNormalize norm_reward); statistics merged across rollout actors
+    "observation_filter": "NoFilter",
+    "normalize_reward": False,
     # evaluation episodes (RLlib's keys; algorithms/core/evaluation_config.py)
     **EVALUATION_DEFAULTS,
 }
@@ -109,4 +116,33 @@ def check_common(c: dict[str, Any], bounded_streams: bool) -> None:
     check(is_int(window) and window >= 1, "metrics_num_episodes_for_smoothing", "must be an int >= 1", window)
     for key in ("num_cpus_for_learner", "num_cpus_per_worker"):
         check(is_number(c[key]) and c[key] >= 0, key, "must be a number >= 0", c[key])
+    check(c["observation_filter"] in FILTERS, "observation_filter", f"must be one of {list(FILTERS)}",
+          c["observation_filter"])
+    check(isinstance(c["normalize_reward"], bool), "normalize_reward", "must be True or False", c["normalize_reward"])
+    if c["env_threads"]:
+        check(c["observation_filter"] == "NoFilter" and not c["normalize_reward"], "env_threads",
+              "True takes no normalisation (observation_filter 'NoFilter', normalize_reward False)", c["env_threads"])
     check_evaluation(c)
+
+
+def normalization(c: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the rollout workers normalise (their ``normalize`` setting), or None: nothing."""
+    if c["observation_filter"] == "NoFilter" and not c["normalize_reward"]:
+        return None
+    return {"observations": c["observation_filter"] == "MeanStdFilter",
+            "gamma": float(c.get("gamma", 0.99)) if c["normalize_reward"] else None}
+
+
+def check_filter_space(c: Mapping[str, Any], observation_space: Any) -> None:
+    """``MeanStdFilter`` takes a Box of floats that is not an image."""
+    if c["observation_filter"] != "MeanStdFilter":
+        return
+    import gymnasium as gym
+    import numpy as np
+
+    from algorithms.data.observations import is_image
+
+    ok = (isinstance(observation_space, gym.spaces.Box) and np.issubdtype(observation_space.dtype, np.floating)
+          and not is_image(observation_space))
+    check(ok, "observation_filter", "'MeanStdFilter' normalises a Box of floats that is not an image; this env's "
+          f"observation space is {observation_space}", c["observation_filter"])

@@ -143,7 +143,7 @@ class OffPolicyTrainer(DistributedTrainer):
                     stats.append(self.update(self._replayed()))
                     self.num_updates += 1
             self.after_round()
-            self.workers.set_weights(self.policy.get_weights)
+            self.publish_weights()
         return {**_means(stats), "cur_lr": float(c["lr"]), "num_updates": self.num_updates,
                 "replay_size": len(self.buffer), "num_sgd_updates": len(stats)}
 

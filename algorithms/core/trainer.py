@@ -42,7 +42,10 @@ import numpy as np
 from algorithms.envs import presets as env_presets
 from algorithms.sampling import layout
 from algorithms.sampling.fragment import Fragment, TrainBatch
-from algorithms.core.common_config import COMMON_DEFAULTS, LAYOUT_REASON, check_common, sampling_layout
+from algorithms.core.common_config import (
+    COMMON_DEFAULTS, LAYOUT_REASON, check_common, check_filter_space, normalization, sampling_layout,
+)
+from algorithms.data.normalization import FILTER_KEY, NormalizerStats
 from algorithms.core.evaluation_config import EvaluationSettings
 from algorithms.core.resolved_trial import (
     ResolvedTrial, check_evaluation_env, differs, env_spaces_of, evaluation_bundles, same_config,
@@ -189,6 +192,7 @@ class DistributedTrainer(Trainable):
         env = trial_env(resolved["env"], resolved["env_config"], resolved["preprocessing"])
         observation_space, action_space = env_spaces_of(resolved, env)
         env_presets.check_observation_space(observation_space, resolved["env"])
+        check_filter_space(resolved, observation_space)
         check_evaluation_env(resolved, (observation_space, action_space))
         return ResolvedTrial(given=dict(config), config=resolved, env=env,
                              observation_space=observation_space, action_space=action_space)
@@ -274,6 +278,10 @@ class DistributedTrainer(Trainable):
         self._this_iter = {"sample_time_s": 0.0, "env_steps": 0, "episodes": 0}
         self._layout = sampling_layout(c)
         self.window = EpisodeWindow(c["metrics_num_episodes_for_smoothing"])
+        norm = normalization(c)
+        #: The trial's normalisation statistics, merged from its rollout workers (None: none).
+        self.normalizer_stats = None if norm is None else NormalizerStats.empty(
+            tuple(self.observation_space.shape) if norm["observations"] else None, norm["gamma"] is not None)
         rollout = self.rollout_policy(self.observation_space, self.action_space) if c["num_workers"] else None
         if rollout is not None:
             # The rollout actors' processes start now: they are the longer part of a trial's start.
@@ -297,7 +305,7 @@ class DistributedTrainer(Trainable):
             raise
         if rollout is None:
             self.workers = self._worker_group(factory, policy_kwargs, local_policy=self.policy)
-            self.workers.set_weights(self.policy.get_weights)
+            self.publish_weights()
         self._resized = 0  # actors started or let go by update_resources
         self._policy_source = (factory, policy_kwargs)  # how evaluation actors build their policy
         self.evaluator = self._build_evaluator()
@@ -328,7 +336,7 @@ class DistributedTrainer(Trainable):
             return None
         iteration = self.iteration + 1
         if self.evaluator.settings.due(iteration, self.last_evaluation is not None):
-            metrics = self.evaluator.evaluate(self.policy.get_weights)
+            metrics = self.evaluator.evaluate(self.weights_to_send, self.normalizer_stats)
             self.last_evaluation = {**metrics, "iteration": iteration}
         return self.last_evaluation
 
@@ -348,6 +356,7 @@ class DistributedTrainer(Trainable):
                 policy_kwargs=policy_kwargs,
                 seed=self.seed,
                 **({"env_threads": True} if c["env_threads"] else {}),
+                **({"normalize": normalization(c)} if normalization(c) else {}),
             ),
             num_workers=c["num_workers"],
             num_cpus_per_worker=c["num_cpus_per_worker"],
@@ -406,7 +415,23 @@ class DistributedTrainer(Trainable):
             requests = self.cfg["max_requests_in_flight_per_worker"] or 1
             fragments = self.workers.sample(num_steps, num_fragments, self.cfg["sample_async"], requests)
         self._this_iter["sample_time_s"] += time.perf_counter() - start
+        if self.normalizer_stats is not None:
+            for fragment in fragments:
+                if fragment.filter_delta is not None:
+                    self.normalizer_stats.merge(fragment.filter_delta)
         return fragments
+
+    def weights_to_send(self) -> dict[str, Any]:
+        """The policy's weights as rollout and evaluation actors take them: with the trial's
+        normalisation statistics, when it normalises."""
+        weights = self.policy.get_weights()
+        if self.normalizer_stats is None:
+            return weights
+        return {**weights, FILTER_KEY: self.normalizer_stats.state()}
+
+    def publish_weights(self) -> None:
+        """Send the current weights (and normalisation statistics) to the rollout actors."""
+        self.workers.set_weights(self.weights_to_send)
 
     def count_batch(self, env_steps: int, episode_returns: np.ndarray, episode_lens: np.ndarray) -> None:
         """Count a batch's env steps (transitions) and the episodes that ended in it."""
@@ -423,7 +448,7 @@ class DistributedTrainer(Trainable):
         batch = self.postprocess_fragments(fragments)
         self.count_batch(batch.env_steps, batch.episode_returns, batch.episode_lens)
         metrics = self.learn_on_batch(batch)
-        self.workers.set_weights(self.policy.get_weights)
+        self.publish_weights()
         return metrics
 
     def step(self) -> dict[str, Any]:
@@ -473,6 +498,7 @@ class DistributedTrainer(Trainable):
             "episode_window": self.window.state(),
             "learner": self.learner_state(),
             "evaluation": self.last_evaluation,
+            "normalizer": None if self.normalizer_stats is None else self.normalizer_stats.state(),
         }
         import torch
 
@@ -505,7 +531,12 @@ class DistributedTrainer(Trainable):
         self.env_steps_total = int(state["counters"]["env_steps_total"])
         self.window.load_state(state["episode_window"])
         self.load_learner_state(state["learner"])
-        self.workers.set_weights(self.policy.get_weights)
+        if self.normalizer_stats is not None and state.get("normalizer") is not None:
+            self.normalizer_stats = NormalizerStats.from_state(state["normalizer"])
+            local = self.workers.local
+            if local is not None and local.normalizer is not None:
+                local.normalizer.sync(self.normalizer_stats.state())
+        self.publish_weights()
         if self.evaluator is not None:
             self.last_evaluation = state.get("evaluation")
 
@@ -540,6 +571,8 @@ class DistributedTrainer(Trainable):
         from algorithms.data.observations import ObsSpace
 
         batch = ObsSpace(self.observation_space).stored(obs)
+        if self.normalizer_stats is not None:  # frozen: a loaded agent acts as it was evaluated
+            batch = self.normalizer_stats.normalize(batch)
         rng = np.random.default_rng(seed)
         env_actions, _, _, _ = self.policy.act(batch, rng, explore=explore, new_noise=True)
         return env_actions

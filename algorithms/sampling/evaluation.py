@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from algorithms.core.evaluation_config import EvaluationSettings
+from algorithms.data.normalization import FILTER_KEY, NormalizerStats
 from algorithms.data.observations import batch_of
 
 __all__ = ["EVALUATION_RESULT_KEYS", "EVAL_SEED_LOW", "EpisodeRunner", "Evaluator", "evaluation_seeds"]
@@ -64,12 +65,16 @@ class EpisodeRunner:
                     sys.modules["torch"].set_num_threads(1)
             policy = policy_factory(**dict(policy_kwargs or {}))
         self.policy = policy
+        self.normalizer: NormalizerStats | None = None  # the trial's statistics, frozen while evaluating
 
     def ready(self) -> bool:
         """True once built (an actor's start is awaited with it)."""
         return True
 
-    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+    def set_weights(self, weights: Mapping[str, Any]) -> None:
+        if FILTER_KEY in weights:
+            weights = dict(weights)
+            self.normalizer = NormalizerStats.from_state(weights.pop(FILTER_KEY))
         self.policy.load_weights(weights)
 
     def run(self, seeds: list[int], max_steps: int | None = None, explore: bool = False,
@@ -102,6 +107,8 @@ class EpisodeRunner:
         while live:
             order = sorted(live)
             batch = batch_of(self.observation_space, [live[i][0] for i in order])
+            if self.normalizer is not None:
+                batch = self.normalizer.normalize(batch)
             env_actions = self.policy.act(batch, rng, explore=explore)[0]
             for row, i in enumerate(order):
                 obs, reward, terminated, truncated, _ = self.envs[i].step(env_actions[row])
@@ -169,14 +176,17 @@ class Evaluator:
         return [(evaluation_seeds(self._seed, j * _RUNNER_STRIDE, _RUNNER_STRIDE), steps[j])
                 for j in range(runners) if steps[j]]
 
-    def evaluate(self, weights: Callable[[], Mapping[str, np.ndarray]]) -> dict[str, float]:
-        """Play one evaluation with the policy's current ``weights`` and return its metrics."""
+    def evaluate(self, weights: Callable[[], Mapping[str, Any]],
+                 normalizer: NormalizerStats | None = None) -> dict[str, float]:
+        """Play one evaluation with the policy's current ``weights`` (and the trial's
+        ``normalizer`` statistics, frozen) and return its metrics."""
         s = self.settings
         start = time.perf_counter()
         plan = self._plan()
         if s.num_workers == 0:
             if self._local is None:
                 self._local = EpisodeRunner(**{**self._runner_kwargs(), "policy": self._local_policy})
+            self._local.normalizer = normalizer
             parts = [self._local.run(seeds, budget, s.explore) for seeds, budget in plan]
         else:
             parts = self._run_on_actors(plan, weights)
@@ -185,7 +195,7 @@ class Evaluator:
         return summarize(returns, lens, sum(p[2] for p in parts), time.perf_counter() - start)
 
     def _run_on_actors(self, plan: list[tuple[list[int], int | None]],
-                       weights: Callable[[], Mapping[str, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+                       weights: Callable[[], Mapping[str, Any]]) -> list[tuple[np.ndarray, np.ndarray, int]]:
         import ray
         from ray.exceptions import RayActorError
 

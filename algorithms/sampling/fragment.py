@@ -53,6 +53,8 @@ class Fragment:
     weights_versions: np.ndarray | None = None  # (T,)
     worker_index: int = 0
     node: str | None = None
+    #: The normalisation statistics counted while sampling it (``algorithms/data/normalization.py``), or None.
+    filter_delta: Mapping[str, Any] | None = None
 
     @property
     def num_steps(self) -> int:
@@ -93,7 +95,7 @@ class Fragment:
         versions = (head["weights_versions"], tail["weights_versions"])
         first = self.replace(**head, last_obs=index(self.obs, t), last_values=None, sample_time_s=head_time,
                              weights_version=self.weights_version if versions[0] is None else int(versions[0].min()))
-        second = self.replace(**tail, last_values=None, sample_time_s=self.sample_time_s - head_time,
+        second = self.replace(**tail, last_values=None, sample_time_s=self.sample_time_s - head_time, filter_delta=None,
                               weights_version=self.weights_version if versions[1] is None else int(versions[1].min()))
         return first, second
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, overload
 
 import numpy as np
 
+from algorithms.data.normalization import FILTER_KEY, Normalizer
 from algorithms.data.observations import ObsSpace, stack, tree_map
 from algorithms.envs.registry import EnvCreator, make_vector_env
 from algorithms.sampling.env_threads import EnvThreads
@@ -122,11 +123,13 @@ class RolloutWorker:
         policy: Any = None,
         env_threads: bool = False,
         vector_index: int = 0,
+        normalize: Mapping[str, Any] | None = None,
     ) -> None:
         """Ready the worker for a (new) trial: its envs (kept when the env and its config are the
         same as the last trial's), a policy whose weights arrive with the first request, and seeds.
         ``env_threads``: each env streams in a thread of its own (``algorithms/sampling/env_threads.py``);
-        ``vector_index``: the first env's index in its actor (one env thread's)."""
+        ``vector_index``: the first env's index in its actor (one env thread's); ``normalize``:
+        ``{"observations": bool, "gamma": float | None}`` (``algorithms/data/normalization.py``)."""
         self.worker_index = worker_index
         self.node = _node_address()
         if env_threads:
@@ -160,10 +163,15 @@ class RolloutWorker:
         if single_thread and "torch" in sys.modules:  # a torch policy: one thread per rollout actor
             sys.modules["torch"].set_num_threads(1)
         self.weights_version = -1
+        self.normalizer = None if not normalize else Normalizer(
+            tuple(self.envs.single_observation_space.shape) if normalize.get("observations") else None, num_envs,
+            normalize.get("gamma"))
         self.rng = np.random.default_rng(None if seed is None else [seed, worker_index])
         env_seed = None if seed is None else (seed * 1_000_003 + worker_index * 10_007) % 2**31
         obs, _ = self.envs.reset(seed=env_seed)  # a vector env seeds its env i with env_seed + i
         self.obs = self.obs_space.stored(obs)
+        if self.normalizer is not None:
+            self.obs = self.normalizer.observe(self.obs)
         self.prev_done = np.zeros(num_envs, dtype=bool)  # env i resets at its next step
         self._slots_sampled = 0  # env steps (reset steps included) sampled for this trial
         self.ep_return = np.zeros(num_envs, dtype=np.float64)
@@ -174,7 +182,13 @@ class RolloutWorker:
             self._taken_at = time.perf_counter()
 
     # -- the actor's interface -----------------------------------------------------------
-    def set_weights(self, version: int, weights: Mapping[str, np.ndarray]) -> None:
+    def set_weights(self, version: int, weights: Mapping[str, Any]) -> None:
+        if FILTER_KEY in weights:  # the learner's normalisation statistics travel with its weights
+            weights = dict(weights)
+            stats = weights.pop(FILTER_KEY)
+            if self.normalizer is not None:
+                with self._lock:
+                    self.normalizer.sync(stats)
         self.policy.load_weights(weights)
         self.weights_version = version
 
@@ -269,6 +283,8 @@ class RolloutWorker:
             next_obs = stored(next_obs)
             rewards, terminated, truncated = np.array(rewards), np.array(terminated), np.array(truncated)
             with lock:  # a step and the observation after it are taken together or not at all
+                if self.normalizer is not None:
+                    next_obs = self.normalizer.observe(next_obs)
                 self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version))
                 self.obs = next_obs
                 self._slots_sampled += len(rewards)
@@ -304,6 +320,7 @@ class RolloutWorker:
             steps, self._steps = self._steps, []
             last_obs, taken_at = self.obs, self._taken_at
             self._taken_at = time.perf_counter()
+            delta = self.normalizer.take_delta() if self.normalizer is not None and steps else None
         self._room.set()
         self._new_fragment = True
         if not steps:
@@ -317,13 +334,16 @@ class RolloutWorker:
         valid[1:] = ~done[:-1]
         self.prev_done = done[-1].copy()
         returns, lens = self._episode_stats(rewards, valid, done)
+        if self.normalizer is not None:  # the episode stats above are of the env's own rewards
+            with self._lock:
+                rewards = self.normalizer.rewards(rewards, valid, done)
         return Fragment(
             obs=obs, actions=actions, logp=logp.astype(np.float32, copy=False),
             values=values.astype(np.float32, copy=False), rewards=rewards.astype(np.float32, copy=False),
             terminated=terminated, truncated=truncated, valid=valid, last_obs=last_obs, last_values=None,
             episode_returns=returns, episode_lens=lens, sample_time_s=self._taken_at - taken_at,
             weights_version=int(versions.min()), weights_versions=versions, worker_index=self.worker_index,
-            node=self.node,
+            node=self.node, filter_delta=delta,
         )
 
     def close(self) -> None:
@@ -352,6 +372,7 @@ class RolloutWorker:
         actions_buf: np.ndarray | None = None
         obs = self.obs
         one_array = isinstance(obs_buf, np.ndarray)
+        norm = self.normalizer
         policy.begin_fragment()
         # The hot loop: one policy call and one vector-env step per iteration, nothing else.
         for t in range(T):
@@ -366,6 +387,8 @@ class RolloutWorker:
                 actions_buf = np.empty((T,) + actions.shape, dtype=actions.dtype)
             actions_buf[t] = actions
             obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
+            if norm is not None:
+                obs = norm.observe(obs)
         obs = space.stored(obs)  # the last one, kept: the env may reuse its buffer
         self._slots_sampled += T * N
         last_values = policy.value(obs)  # V(last obs): bootstrap at the fragment's end
@@ -377,9 +400,13 @@ class RolloutWorker:
         self.prev_done = done[-1].copy()
         returns, lens = self._episode_stats(reward_buf, valid, done)
         assert actions_buf is not None  # T >= 1
+        delta = None
+        if norm is not None:  # the episode stats above are of the env's own rewards
+            reward_buf = norm.rewards(reward_buf, valid, done)
+            delta = norm.take_delta()
         return Fragment(obs=obs_buf, actions=actions_buf, logp=logp_buf, values=value_buf, rewards=reward_buf,
                         terminated=term_buf, truncated=trunc_buf, valid=valid, last_obs=obs, last_values=last_values,
-                        episode_returns=returns, episode_lens=lens)
+                        episode_returns=returns, episode_lens=lens, filter_delta=delta)
 
     def _episode_stats(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of the episodes that ended in this fragment, in order of completion.
