@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from schedulers.pbt_replay import set_stored_policy_reader
+from tuner.held_out.runner import set_validation_runner
 
 try:
     __version__ = version("tuner-rl")
@@ -25,6 +26,17 @@ def _read_stored_policy(path: Any, trial_id: str, database_url: str | None) -> A
 
 # The replay scheduler lives a layer below the store: it is handed the reader, never imports it.
 set_stored_policy_reader(_read_stored_policy)
+
+
+def _run_validation(analysis: Any, top_k: int, seeds: int, **options: Any) -> Any:
+    """Run a sweep's validation (``ExperimentAnalysis.validate``), as a follow-on sweep."""
+    from tuner.held_out.run import run_validation
+
+    return run_validation(analysis, top_k, seeds, **options)
+
+
+# The analysis reads sweeps a layer below where they are run: it is handed the runner, never imports it.
+set_validation_runner(_run_validation)
 
 
 def __getattr__(name: str):  # noqa: ANN202 - lazy: ``import tuner`` stays light

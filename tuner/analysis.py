@@ -329,16 +329,16 @@ class ExperimentAnalysis:
         (:mod:`tuner.held_out`). Asked again, a finished validation is read, an unfinished one
         resumed. The trainable is the sweep's by name (a function of a script: register it with
         ``tune.register_trainable`` first); ``stop`` and ``resources_per_trial`` default to the sweep's."""
-        from tuner.held_out.run import run_validation, stored_spec_of
+        from tuner.held_out.runner import validation_runner
 
         overrides = {k: v for k, v in (("stop", stop), ("resources", resources_per_trial)) if v is not None}
-        return run_validation(self, top_k, seeds, name=name, metric=metric, stored_document=stored_spec_of(self),
-                              overrides=overrides, callbacks=callbacks, verbose=verbose)
+        return validation_runner()(self, top_k, seeds, name=name, metric=metric, overrides=overrides,
+                                   callbacks=callbacks, verbose=verbose)
 
     def validation(self) -> ValidationReport | None:
         """The report of this sweep's validation as it stands (None: it has none); for a
         validation sweep itself, its own report."""
-        from tuner.held_out.run import linked_validation, load_plan, load_report, validation_path
+        from tuner.held_out.link import linked_validation, load_plan, load_report, validation_path
 
         if load_plan(self._store, self._experiment_id) is not None:
             return load_report(self)

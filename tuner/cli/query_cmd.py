@@ -355,7 +355,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
             print(f"best trial: {best.trial_id} ({best.status}), {metric}={fmt(value)} "
                   f"at iteration {best.last_result.get('training_iteration', '?')}")
-            from tuner.held_out.run import linked_validation
+            from tuner.held_out.link import linked_validation
 
             validated = "" if linked_validation(analysis) is None else "; --validated: the best on held-out seeds"
             print(f"(the best of the sweep's own trials, scope {args.scope}{validated})")

@@ -126,7 +126,8 @@ def _submit(args: argparse.Namespace, ref: SweepRef, vref: SweepRef) -> int:
     from tuner.cli import submit_cmd
     from tuner.cli.query_cmd import _analysis
     from tuner.held_out.plan import validation_document
-    from tuner.held_out.run import LinkValidation, base_document, plan_validation, stored_spec_of
+    from tuner.held_out.link import LinkValidation
+    from tuner.held_out.run import base_document, plan_validation, stored_spec_of
 
     analysis = _analysis(ref)
     try:

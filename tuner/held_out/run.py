@@ -1,8 +1,4 @@
-"""Run (or resume) a sweep's validation and read its report; the link between the two sweeps.
-
-The validation sweep keeps its plan in its store (``experiment_state`` key ``validates``), and
-the validated sweep the validation's name (key ``validated_by``), so either leads to the other
-from any machine that reaches the store. The validation runs as ``tuner sweep`` runs a spec
+"""Run (or resume) a sweep's validation. It runs as ``tuner sweep`` runs a spec
 (its spec saved, so ``tuner resume NAME`` and ``tuner resume NAME --submit`` continue it); asked
 again, a finished validation is only read, an unfinished one resumed.
 """
@@ -10,11 +6,9 @@ again, a finished validation is only read, an unfinished one resumed.
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from tuner.callback import Callback
 from tuner.held_out.plan import (
     ValidationPlan,
     check_request,
@@ -23,13 +17,10 @@ from tuner.held_out.plan import (
     used_seeds,
     validation_document,
 )
+from tuner.held_out.link import LinkValidation, load_plan, load_report
 from tuner.held_out.report import ValidationReport, make_report
 
-__all__ = ["LINK_KEY", "PLAN_KEY", "base_document", "linked_validation", "load_report", "plan_validation",
-           "run_validation", "stored_spec_of", "validation_name"]
-
-PLAN_KEY = "validates"
-LINK_KEY = "validated_by"
+__all__ = ["base_document", "plan_validation", "run_validation", "stored_spec_of", "validation_name"]
 
 
 def validation_name(sweep: str) -> str:
@@ -80,49 +71,6 @@ def base_document(analysis: Any, stored_document: Mapping[str, Any] | None) -> d
     return document
 
 
-class LinkValidation(Callback):
-    """Stores the plan in the validation sweep and its name in the validated one, once the
-    validation sweep is in its store."""
-
-    def __init__(self, plan: ValidationPlan, url: str, validated_url: str) -> None:
-        self.plan, self.url, self.validated_url = plan, url, validated_url
-
-    def setup(self, stop: Any = None, num_samples: int | None = None, total_num_samples: int | None = None,
-              **info: Any) -> None:
-        from tuner.store import Store
-
-        experiment_id = info.get("experiment_id")
-        if experiment_id is None:
-            return
-        with Store(self.url, create=False) as store:
-            store.save_state(int(experiment_id), PLAN_KEY, json.dumps(self.plan.to_json()).encode("utf-8"))
-        with Store(self.validated_url, create=False) as store:
-            validated = store.get_experiment(self.plan.sweep)
-            if validated is not None:
-                name = str(info.get("experiment_name") or "")
-                store.save_state(int(validated["id"]), LINK_KEY, name.encode("utf-8"))
-
-
-def load_plan(store: Any, experiment_id: int) -> ValidationPlan | None:
-    """The plan a validation sweep keeps, or None (not a validation)."""
-    blob = store.load_state(experiment_id, PLAN_KEY)
-    return None if blob is None else ValidationPlan.from_json(json.loads(blob.decode("utf-8")))
-
-
-def load_report(validation: Any) -> ValidationReport:
-    """The report of the validation sweep ``validation`` (an ``ExperimentAnalysis``) as it stands."""
-    plan = load_plan(validation._store, validation._experiment_id)  # noqa: SLF001 - its own store
-    if plan is None:
-        raise ValueError(f"sweep {validation.name!r} is not a validation (it keeps no {PLAN_KEY!r} plan)")
-    return make_report(validation.name, plan, validation.trials)
-
-
-def linked_validation(analysis: Any) -> str | None:
-    """The name of the validation of ``analysis``'s sweep, or None when it has none."""
-    blob = analysis._store.load_state(analysis._experiment_id, LINK_KEY)  # noqa: SLF001 - its own store
-    return None if blob is None else blob.decode("utf-8")
-
-
 def stored_spec_of(analysis: Any) -> dict[str, Any] | None:
     """The ``tuner sweep`` spec of ``analysis``'s sweep: its saved ``sweep.yaml``, else the copy in
     its store; None for a sweep started from Python."""
@@ -131,11 +79,6 @@ def stored_spec_of(analysis: Any) -> dict[str, Any] | None:
 
     run_dir = Path(analysis.experiment_path)
     return read_saved_spec(run_dir) or load(SweepRef(analysis.name, run_dir, analysis.database_url))
-
-
-def validation_path(analysis: Any, name: str) -> Path:
-    """The run directory of the validation ``name`` of ``analysis``'s sweep (its sibling)."""
-    return Path(analysis.experiment_path).parent / name
 
 
 def existing_validation(url: str, name: str, sweep: str) -> ValidationPlan | None:
@@ -174,6 +117,8 @@ def run_validation(analysis: Any, top_k: int, seeds: int, *, name: str | None = 
     from tuner.storage.location import is_uri
 
     check_request(top_k, seeds)
+    if stored_document is None:
+        stored_document = stored_spec_of(analysis)
     name = name or validation_name(analysis.name)
     database_url = analysis.database_url
     base = base_document(analysis, stored_document)
