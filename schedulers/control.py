@@ -64,6 +64,12 @@ class TrialControl(abc.ABC):
         asynchronously); such a trial may be exploited as a PAUSED one."""
         return False
 
+    def _runs_on_after_pause(self, trial: Any) -> bool:
+        """Whether ``trial`` runs although it answered PAUSE (its driver could not pause it: a
+        function trainable that reported no checkpoint); such a trial takes an exploit after its
+        current result."""
+        return False
+
     # -- the surface, checked -----------------------------------------------------------------
     @contextlib.contextmanager
     def deciding(self, trial: Any) -> Iterator[None]:
@@ -98,7 +104,8 @@ class TrialControl(abc.ABC):
     def exploit_trial(self, trial: Any, donor: Any, new_config: dict[str, Any]) -> bool:
         """Restore ``trial`` (the one being decided, or a PAUSED one) from ``donor``'s latest
         checkpoint with ``new_config``; False, and nothing changes, when the donor has none."""
-        if trial is not self._deciding and trial.status != TrialStatus.PAUSED and not self._pausing(trial):
+        if (trial is not self._deciding and trial.status != TrialStatus.PAUSED and not self._pausing(trial)
+                and not self._runs_on_after_pause(trial)):
             raise SchedulerProtocolError(
                 f"exploit_trial({trial.trial_id}): only the trial being decided or a PAUSED one")
         if not self._has_checkpoint(donor):
@@ -106,7 +113,6 @@ class TrialControl(abc.ABC):
             return False
         self._exploit(trial, donor, new_config)
         return True
-
 
 
 class ResizingControl(TrialControl):

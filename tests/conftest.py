@@ -73,6 +73,9 @@ def pytest_collection_modifyitems(config, items):
         # another in one worker (a cluster at a time on 2 cores, and the worker nodes' fixed port range).
         group = "cluster" if item.get_closest_marker("cluster") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+    # The cluster group is the longest that one worker must run alone: first, so the other workers
+    # share out everything else meanwhile instead of waiting for it at the end.
+    items.sort(key=lambda item: not item.get_closest_marker("cluster"))
 
 
 def pytest_collection_finish(session):

@@ -158,11 +158,12 @@ class Controller(ResizingControl):
             self._exploits.ask_checkpoint(trial.trial_id)
 
     def _has_checkpoint(self, donor: Trial) -> bool:
-        """A checkpoint the donor was just asked for counts: the exploit waits for it (the trial
-        holds its actor meanwhile)."""
-        return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id)
+        """A checkpoint asked of the donor, or its pause's save, counts: the exploit waits for it."""
+        return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id) or self._calls.pausing(donor)
 
     def _exploit(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
+        if self._calls.pausing(donor):  # its pause's save is the checkpoint at this perturbation point
+            self._exploits.expect_save(donor.trial_id)
         self._exploits.ask_exploit(trial.trial_id, donor, new_config)
 
     def _exploit_skipped(self, trial: Trial, donor: Trial) -> None:
@@ -172,6 +173,9 @@ class Controller(ResizingControl):
 
     def _pausing(self, trial: Trial) -> bool:
         return self._calls.pausing(trial)
+
+    def _runs_on_after_pause(self, trial: Trial) -> bool:
+        return trial.status == TrialStatus.RUNNING and self._checkpoints.unsavable(trial)
 
     def cluster_resources(self) -> dict[str, float]:
         return self._resources.cluster_resources()

@@ -72,10 +72,14 @@ class TrialCheckpoints:
                 self._keeper = start_keeper()
         return self._keeper
 
-    def cannot_save(self, trial: Trial, to: str) -> bool:
+    def unsavable(self, trial: Trial) -> bool:
         """Whether ``trial`` is a function trainable that has reported no checkpoint, which can
-        neither pause nor give one (warned once per sweep, saying what it cannot ``to`` do)."""
-        if not self._function_trainable or trial.checkpoint_path:
+        neither pause nor give one."""
+        return self._function_trainable and not trial.checkpoint_path
+
+    def cannot_save(self, trial: Trial, to: str) -> bool:
+        """:meth:`unsavable`, warned once per sweep, saying what the trial cannot ``to`` do."""
+        if not self.unsavable(trial):
             return False
         if not self._warned_unsavable:
             self._warned_unsavable = True

@@ -257,6 +257,68 @@ def test_synchronous_pbt_pauses_both_trials_then_resumes_them_from_checkpoints_o
     assert backend.placed == 2 and backend.destroyed == 2
 
 
+def test_synchronous_pbt_exploits_a_donor_whose_pause_is_still_saving(tmp_path):
+    # The better trial reaches the perturbation point first and pauses; the worse one's result
+    # comes while that pause's save is still in flight (the fake backend answers one call per
+    # pass): the save is the donor's checkpoint at this point, and the exploit waits for it.
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
+        resample_probability=0.0, hyperparam_mutations={"rate": [1.0, 2.0, 3.0, 4.0]}, synch=True, seed=0)
+    trials, rows, results, exploits, backend = sweep(
+        tmp_path, {"rate": grid_search([3.0, 1.0])}, scheduler=pbt, stop={"training_iteration": 4})
+    better, worse = trials
+    (exploit,) = exploits
+    assert (exploit["trial_id"], exploit["donor_trial_id"], exploit["iteration"]) == (worse.trial_id, better.trial_id, 2)
+    assert exploit["checkpoint_path"] == os.path.join(better.trial_dir, "checkpoint_000002")
+    new_rate = worse.config["rate"]
+    assert scores(results[worse.trial_id]) == [(1, 1.0), (2, 2.0), (3, 6.0 + new_rate), (4, 6.0 + 2 * new_rate)]
+
+
+def never_checkpoints(config: dict[str, Any]) -> None:
+    from tuner import tune
+
+    for i in range(4):
+        tune.report({"score": config["rate"] * (i + 1)})
+
+
+class ExploitsTheOtherRunningTrial(FIFOScheduler):
+    """Asks each trial to PAUSE at iteration 2 and, at the second one's, exploits the first: a
+    function that never checkpoints cannot pause, so the first is still RUNNING (PBT's synch mode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers: list[bool] = []
+
+    def on_trial_result(self, controller: Any, trial: Any, result: Any) -> str:
+        if result["training_iteration"] != 2:
+            return self.CONTINUE
+        others = [t for t in controller.get_trials() if t is not trial and t.status == "RUNNING"]
+        if others:
+            self.answers.append(controller.exploit_trial(others[0], trial, dict(others[0].config)))
+        return self.PAUSE
+
+
+def test_a_trial_that_could_not_pause_may_be_exploited_and_a_donor_without_a_checkpoint_gives_nothing(tmp_path):
+    from tuner.trainable.util import wrap_function
+
+    backend = FakeBackend(cpus=4)
+    scheduler = ExploitsTheOtherRunningTrial()
+    assert scheduler.set_search_properties("score", "max", config={})
+    searcher = BasicVariantGenerator()
+    assert searcher.set_search_properties("score", "max", {"rate": grid_search([1.0, 3.0])}, num_samples=1, seed=0)
+    cls = wrap_function(never_checkpoints)
+    with Store(f"sqlite:///{tmp_path / 'tuner.db'}") as store:
+        experiment_id = store.get_or_create_experiment("fn", spec={}, metric="score", mode="max")
+        controller = Controller(
+            trainable_cls=cls, experiment_id=experiment_id, experiment_name="fn", run_dir=str(tmp_path / "fn"),
+            store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(None),
+            resources_for=_resources_for(cls, None), options=RunOptions(metric="score", mode="max"),
+            profiler=SweepProfiler(total_cpus=4.0), backend=backend)
+        trials = controller.run()
+    assert scheduler.answers == [False]  # asked of a running trial: no protocol error; no donor checkpoint: skipped
+    assert [t.status for t in trials] == ["TERMINATED", "TERMINATED"]
+
+
 # -- the protocol's rules, one implementation for the controller and the simulator ----------------
 class StopsItself(FIFOScheduler):
     def on_trial_result(self, controller: Any, trial: Any, result: Any) -> str:
