@@ -158,12 +158,11 @@ class Controller(ResizingControl):
             self._exploits.ask_checkpoint(trial.trial_id)
 
     def _has_checkpoint(self, donor: Trial) -> bool:
-        """A checkpoint asked of the donor, or its pause's save, counts: the exploit waits for it."""
-        return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id) or self._calls.pausing(donor)
+        """A checkpoint the donor was just asked for counts: the exploit waits for it (the trial
+        holds its actor meanwhile)."""
+        return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id)
 
     def _exploit(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
-        if self._calls.pausing(donor):  # its pause's save is the checkpoint at this perturbation point
-            self._exploits.expect_save(donor.trial_id)
         self._exploits.ask_exploit(trial.trial_id, donor, new_config)
 
     def _exploit_skipped(self, trial: Trial, donor: Trial) -> None:

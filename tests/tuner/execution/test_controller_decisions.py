@@ -257,23 +257,6 @@ def test_synchronous_pbt_pauses_both_trials_then_resumes_them_from_checkpoints_o
     assert backend.placed == 2 and backend.destroyed == 2
 
 
-def test_synchronous_pbt_exploits_a_donor_whose_pause_is_still_saving(tmp_path):
-    # The better trial reaches the perturbation point first and pauses; the worse one's result
-    # comes while that pause's save is still in flight (the fake backend answers one call per
-    # pass): the save is the donor's checkpoint at this point, and the exploit waits for it.
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
-        resample_probability=0.0, hyperparam_mutations={"rate": [1.0, 2.0, 3.0, 4.0]}, synch=True, seed=0)
-    trials, rows, results, exploits, backend = sweep(
-        tmp_path, {"rate": grid_search([3.0, 1.0])}, scheduler=pbt, stop={"training_iteration": 4})
-    better, worse = trials
-    (exploit,) = exploits
-    assert (exploit["trial_id"], exploit["donor_trial_id"], exploit["iteration"]) == (worse.trial_id, better.trial_id, 2)
-    assert exploit["checkpoint_path"] == os.path.join(better.trial_dir, "checkpoint_000002")
-    new_rate = worse.config["rate"]
-    assert scores(results[worse.trial_id]) == [(1, 1.0), (2, 2.0), (3, 6.0 + new_rate), (4, 6.0 + 2 * new_rate)]
-
-
 def never_checkpoints(config: dict[str, Any]) -> None:
     from tuner import tune
 
