@@ -83,6 +83,7 @@ class RolloutWorker:
         self._room = threading.Event()  # set by a take (or an abort): a full stream may step again
         self._max_ahead: int | None = None  # a running stream's bound on its untaken steps
         self._threads: EnvThreads | None = None  # env_threads: one lane (and thread) per env
+        self.normalizer: Normalizer | None = None  # set per trial (algorithms/data/normalization.py)
         self._configure(**settings)
 
     def ready(self) -> bool:
@@ -146,13 +147,7 @@ class RolloutWorker:
         if self._threads is not None:
             self._threads.close()
             self._threads = None
-        env_key = (env if isinstance(env, str) else id(env), repr(sorted(env_config.items())), num_envs, worker_index,
-                   vector_index)
-        if self.envs is None or env_key != self._env_key:
-            if self.envs is not None:
-                self.envs.close()
-            self.envs = make_vector_env(env, env_config, num_envs, worker_index, vector_index)
-            self._env_key = env_key
+        self._keep_or_make_envs(env, env_config, num_envs, worker_index, vector_index)
         self.num_envs = num_envs
         self.obs_space = ObsSpace(self.envs.single_observation_space)
         self._shares_policy = policy is not None  # the learner's own: its fragments are always current
@@ -163,6 +158,22 @@ class RolloutWorker:
         if single_thread and "torch" in sys.modules:  # a torch policy: one thread per rollout actor
             sys.modules["torch"].set_num_threads(1)
         self.weights_version = -1
+        self._reset(seed, worker_index, normalize)
+
+    def _keep_or_make_envs(self, env: str | EnvCreator, env_config: Mapping[str, Any], num_envs: int,
+                           worker_index: int, vector_index: int) -> None:
+        """The envs of the last trial when they are the same env, config and count; else new ones."""
+        env_key = (env if isinstance(env, str) else id(env), repr(sorted(env_config.items())), num_envs, worker_index,
+                   vector_index)
+        if self.envs is None or env_key != self._env_key:
+            if self.envs is not None:
+                self.envs.close()
+            self.envs = make_vector_env(env, env_config, num_envs, worker_index, vector_index)
+            self._env_key = env_key
+
+    def _reset(self, seed: int | None, worker_index: int, normalize: Mapping[str, Any] | None) -> None:
+        """A trial's start: seeds, normalisation, the envs reset, the episode counters at zero."""
+        num_envs = self.num_envs
         self.normalizer = None if not normalize else Normalizer(
             tuple(self.envs.single_observation_space.shape) if normalize.get("observations") else None, num_envs,
             normalize.get("gamma"))

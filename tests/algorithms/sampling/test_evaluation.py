@@ -30,13 +30,13 @@ def test_evaluation_seeds_are_the_trials_own_and_never_a_training_envs():
 
 
 @pytest.mark.parametrize("name", list(TRAINERS))
-def test_an_evaluation_is_the_deterministic_policys_episodes_from_its_seeds(name):
+def test_an_evaluation_is_the_deterministic_policys_episodes_from_its_seeds(name, tmp_path):
     cls, env, small = TRAINERS[name]
     trainer = cls(config={"env": env, "seed": 3, "num_envs_per_worker": 4, **small, "evaluation_interval": 2,
                           "evaluation_duration": 6})
     try:
         first, second = trainer.train(), trainer.train()
-        at_two = trainer.save(str(_tmp(name) / "at2"))
+        at_two = trainer.save(str(tmp_path / "at2"))
         third = trainer.train()
         evaluation = second["evaluation"]
         assert first["evaluation"]["iteration"] == 1 and evaluation["iteration"] == 2
@@ -53,13 +53,6 @@ def test_an_evaluation_is_the_deterministic_policys_episodes_from_its_seeds(name
         assert evaluation["env_steps"] == sum(e.length for e in by_hand)
     finally:
         trainer.stop()
-
-
-def _tmp(name: str):
-    import tempfile
-    from pathlib import Path
-
-    return Path(tempfile.mkdtemp(prefix=f"eval_{name}_"))
 
 
 def test_timesteps_play_whole_episodes_until_the_budget_is_reached():
@@ -112,13 +105,13 @@ def test_an_evaluation_env_config_with_other_spaces_is_one_error_naming_it():
 
 @pytest.mark.usefixtures("ray_session")
 @pytest.mark.parametrize("name", ["PPO", "SAC"])
-def test_evaluation_actors_play_the_same_episodes_as_the_learners_process(name):
+def test_evaluation_actors_play_the_same_episodes_as_the_learners_process(name, tmp_path):
     cls, env, small = TRAINERS[name]
     config = {"env": env, "seed": 5, "num_envs_per_worker": 2, **small, "evaluation_interval": 1,
               "evaluation_duration": 5}
     local, remote = cls(config=config), cls(config={**config, "evaluation_num_workers": 2, "num_workers": 1})
     try:
-        remote.restore(local.save(str(_tmp(name) / "same")))  # the same weights in both
+        remote.restore(local.save(str(tmp_path / "same")))  # the same weights in both
         remote.last_evaluation = local.last_evaluation = None
         weights = local.policy.get_weights
         a = local.evaluator.evaluate(weights)

@@ -71,9 +71,11 @@ def no_ray(monkeypatch):
 
 
 def sweep(tmp_path, param_space: dict[str, Any], *, scheduler: TrialScheduler | None = None,
-          stop: Any = None, backend: FakeBackend | None = None, **options: Any):
-    """Run a sweep of Climb as ``tune.run`` builds it (metric ``score``, max), on the fake backend:
-    (trials, store rows of the trials, store results by trial id, exploits, backend)."""
+          stop: Any = None, backend: FakeBackend | None = None, trainable: type[Trainable] | None = None,
+          **options: Any):
+    """Run a sweep of ``trainable`` (default Climb) as ``tune.run`` builds it (metric ``score``, max),
+    on the fake backend: (trials, store rows of the trials, store results by trial id, exploits, backend)."""
+    trainable = trainable or Climb
     backend = backend or FakeBackend(cpus=4)
     scheduler = scheduler or FIFOScheduler()
     assert scheduler.set_search_properties("score", "max", config=dict(param_space))
@@ -82,9 +84,10 @@ def sweep(tmp_path, param_space: dict[str, Any], *, scheduler: TrialScheduler | 
     with Store(f"sqlite:///{tmp_path / 'tuner.db'}") as store:
         experiment_id = store.get_or_create_experiment("climb", spec={}, metric="score", mode="max")
         controller = Controller(
-            trainable_cls=Climb, experiment_id=experiment_id, experiment_name="climb", run_dir=str(tmp_path / "climb"),
-            store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(stop),
-            resources_for=_resources_for(Climb, None), options=RunOptions(metric="score", mode="max", **options),
+            trainable_cls=trainable, experiment_id=experiment_id, experiment_name="climb",
+            run_dir=str(tmp_path / "climb"), store=store, searcher=searcher, scheduler=scheduler,
+            stopper=to_stopper(stop), resources_for=_resources_for(trainable, None),
+            options=RunOptions(metric="score", mode="max", **options),
             profiler=SweepProfiler(total_cpus=backend.cluster_resources()["CPU"]), backend=backend,
         )
         trials = controller.run()
@@ -282,22 +285,11 @@ class ExploitsTheOtherRunningTrial(FIFOScheduler):
 
 
 def test_a_trial_that_could_not_pause_may_be_exploited_and_a_donor_without_a_checkpoint_gives_nothing(tmp_path):
-    from tuner.trainable.util import wrap_function
+    from tuner.trainable.function_trainable import wrap_function
 
-    backend = FakeBackend(cpus=4)
     scheduler = ExploitsTheOtherRunningTrial()
-    assert scheduler.set_search_properties("score", "max", config={})
-    searcher = BasicVariantGenerator()
-    assert searcher.set_search_properties("score", "max", {"rate": grid_search([1.0, 3.0])}, num_samples=1, seed=0)
-    cls = wrap_function(never_checkpoints)
-    with Store(f"sqlite:///{tmp_path / 'tuner.db'}") as store:
-        experiment_id = store.get_or_create_experiment("fn", spec={}, metric="score", mode="max")
-        controller = Controller(
-            trainable_cls=cls, experiment_id=experiment_id, experiment_name="fn", run_dir=str(tmp_path / "fn"),
-            store=store, searcher=searcher, scheduler=scheduler, stopper=to_stopper(None),
-            resources_for=_resources_for(cls, None), options=RunOptions(metric="score", mode="max"),
-            profiler=SweepProfiler(total_cpus=4.0), backend=backend)
-        trials = controller.run()
+    trials, *_ = sweep(tmp_path, {"rate": grid_search([1.0, 3.0])}, scheduler=scheduler,
+                       trainable=wrap_function(never_checkpoints))
     assert scheduler.answers == [False]  # asked of a running trial: no protocol error; no donor checkpoint: skipped
     assert [t.status for t in trials] == ["TERMINATED", "TERMINATED"]
 
