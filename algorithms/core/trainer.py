@@ -356,7 +356,7 @@ class DistributedTrainer(Trainable):
                 policy_kwargs=policy_kwargs,
                 seed=self.seed,
                 **({"env_threads": True} if c["env_threads"] else {}),
-                **({"normalize": normalization(c)} if normalization(c) else {}),
+                **({"normalize": norm} if (norm := normalization(c)) else {}),
             ),
             num_workers=c["num_workers"],
             num_cpus_per_worker=c["num_cpus_per_worker"],

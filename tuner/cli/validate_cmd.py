@@ -20,20 +20,14 @@ from tuner.display import short_repr
 __all__ = ["cmd_validate", "format_report"]
 
 
-def _varying(configs: list[dict[str, Any]]) -> list[str]:
-    from tuner.flatten import flatten_dict
-
-    flat = [flatten_dict(c) for c in configs]
-    keys = list(dict.fromkeys(k for c in flat for k in c))
-    return [k for k in keys if len({repr(c.get(k)) for c in flat}) > 1] or keys
-
-
 def format_report(report: Any) -> str:
     """The report as a table and a line on what it says about the sweep's answer."""
     from tuner.flatten import flatten_dict
 
     plan = report.plan
-    keys = _varying([c.candidate.config for c in report.configs])
+    from tuner.cli.query_cmd import _varying_keys
+
+    keys = _varying_keys([c.candidate.config for c in report.configs])  # distinct configs: some key differs
     rows = []
     for c in report.configs:
         flat = flatten_dict(c.candidate.config)
