@@ -81,7 +81,7 @@ def fetch_checkpoint(path: str, info: Any) -> str:
         if data is None:
             raise FileNotFoundError(f"trial {info.trial_name}: cannot fetch its checkpoint {path}: it is not on the "
                                     f"driver's disk either")
-        unpack(data, path)
+        unpack(data, path, replace=False)  # another trial here may be fetching it too
         return path
     local = os.path.join(info.trial_dir, FETCHED, path.rstrip("/").rsplit("/", 1)[-1])
     shutil.rmtree(local, ignore_errors=True)

@@ -11,11 +11,13 @@ the keeper once it sees a second node, and a trial on the driver's node writes s
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
 import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +32,39 @@ def pack(folder: str) -> bytes:
     return buffer.getvalue()
 
 
-def unpack(data: bytes, folder: str) -> None:
-    """Write the archive :func:`pack` made into ``folder``, replacing what was there (through a
-    temporary folder beside it: a reader never sees half a checkpoint)."""
+def unpack(data: bytes, folder: str, replace: bool = True) -> None:
+    """Write the archive :func:`pack` made into ``folder``. Readers of ``folder`` never see half a
+    checkpoint, nor none where one was: the archive is extracted beside it and renamed into place.
+    Without ``replace`` a folder already there stays (a checkpoint is the same wherever it was
+    fetched from: two trials of this node fetching one donor's at once both read the first copy);
+    with it, the new one takes its place (a trial that went back to an earlier checkpoint made this
+    one again)."""
     target = Path(folder)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.incoming")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
-        archive.extractall(tmp, filter="data")
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".incoming", dir=target.parent))
+    os.chmod(tmp, 0o755)  # as a folder made the usual way: other users of a shared disk read it
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+            archive.extractall(tmp, filter="data")
+        while True:
+            try:
+                os.rename(tmp, target)  # fails on a folder there already (a non-empty one)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                if not replace:
+                    if target.is_dir():
+                        return
+                    continue  # a writer moved it aside just now: put this one in its place
+            aside = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            try:
+                os.rename(target, aside / "old")
+            except FileNotFoundError:
+                pass  # another writer moved it first; try again
+            shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _listing(folder: str) -> dict[str, str]:

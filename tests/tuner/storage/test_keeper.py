@@ -4,8 +4,10 @@ that node's folder is this one (a disk the nodes share), which must then stay as
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
-from tuner.storage.keeper import CheckpointKeeper, pack
+from tuner.storage.keeper import CheckpointKeeper, pack, unpack
 
 
 def _checkpoint(folder, payload: str) -> str:
@@ -36,3 +38,42 @@ def test_a_checkpoint_made_again_at_the_same_path_replaces_the_old_one_of_the_sa
     assert keeper.put(str(here), pack(_checkpoint(tmp_path / "first", "abc"))) is False
     assert keeper.put(str(here), pack(_checkpoint(tmp_path / "second", "abd"))) is False
     assert (here / "sub" / "weights").read_text() == "abd"
+
+
+def test_a_checkpoint_fetched_again_on_a_node_that_holds_it_is_left_in_place(tmp_path):
+    """A trial reading it (an exploit's restore) must not lose it to another trial's fetch."""
+    here = tmp_path / "node" / "checkpoint_000009"
+    data = pack(_checkpoint(tmp_path / "driver", "abc"))
+    unpack(data, str(here), replace=False)
+    before = os.stat(here / "sub" / "weights").st_ino
+    unpack(data, str(here), replace=False)
+    assert os.stat(here / "sub" / "weights").st_ino == before
+    assert [p.name for p in here.parent.iterdir()] == ["checkpoint_000009"]  # nothing left beside it
+
+
+def test_trials_fetching_one_checkpoint_at_once_each_read_it_whole(tmp_path):
+    """Two exploiters on one node may pick the same donor: each reads the checkpoint right after
+    its fetch returns, while the other's fetch is still running."""
+    here = tmp_path / "node" / "checkpoint_000009"
+    data = pack(_checkpoint(tmp_path / "driver", "abc" * 10_000))
+    start = threading.Barrier(8)
+
+    def fetch_then_read() -> str:
+        start.wait()
+        unpack(data, str(here), replace=False)
+        return (here / "sub" / "weights").read_text()[:3]
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(lambda _: fetch_then_read(), range(8))) == ["abc"] * 8
+    assert [p.name for p in here.parent.iterdir()] == ["checkpoint_000009"]
+
+
+def test_one_checkpoint_sent_twice_at_once_is_written_once_whole(tmp_path):
+    """The keeper takes several puts at once (threads of one process)."""
+    here = tmp_path / "driver" / "checkpoint_000003"
+    data = pack(_checkpoint(tmp_path / "node", "abc"))
+    keeper = CheckpointKeeper()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: keeper.put(str(here), data), range(4)))
+    assert (here / "sub" / "weights").read_text() == "abc"
+    assert [p.name for p in here.parent.iterdir()] == ["checkpoint_000003"]
