@@ -476,7 +476,8 @@ def test_analysis_reads_a_running_sweep(tmp_path):
         "        tune.report({'score': i})\n"
         f"tune.run(train, metric='score', mode='max', storage_path={str(tmp_path)!r}, name='live', verbose=0)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)  # the session's Ray: no start of its own
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env)
     try:
         deadline = time.time() + 120
         seen = 0

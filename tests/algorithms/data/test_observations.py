@@ -125,7 +125,7 @@ def test_every_space_learns_in_process(trainer, obs):
 def test_every_kind_of_space_learns_with_rollout_actors(trainer, mode):
     sampling = {"sync": {"sample_async": False}, "streams": {"sample_async": True},
                 "requests": {"sample_async": True, "max_requests_in_flight_per_worker": 2}}[mode]
-    algo = TRAINERS[trainer](config=_config(trainer, "all", num_workers=2, num_cpus_per_worker=0.25,
+    algo = TRAINERS[trainer](config=_config(trainer, "all", num_workers=1, num_cpus_per_worker=0.25,
                                             num_envs_per_worker=1, **sampling))
     try:
         results = [algo.train() for _ in range(2)]

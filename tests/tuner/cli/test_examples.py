@@ -27,6 +27,17 @@ EXAMPLES = {
     ),
     "grid_sweep.yaml": ([*SMALL_PPO, "config.lr={grid: [1e-3, 2.5e-3]}", "stop.env_steps_total=512"], 2),
     "function_sweep.yaml": (["num_samples=1"], 4),
+    "minigrid_doorkey_ppo.yaml": (
+        [*SMALL_PPO, "num_samples=2", "scheduler.grace_period=256", "scheduler.max_t=512", "stop.env_steps_total=512",
+         "config.evaluation_interval=1", "config.evaluation_duration=1"],
+        2,
+    ),
+    **{f"mujoco_{env}_ppo.yaml": (
+        ["config.train_batch_size=256", "config.num_epochs=1", "num_samples=2", "scheduler.grace_period=256",
+         "scheduler.max_t=512", "stop.env_steps_total=512", "config.evaluation_interval=1",
+         "config.evaluation_duration=1"],
+        2,
+    ) for env in ("halfcheetah", "hopper")},
 }
 
 
