@@ -26,6 +26,7 @@ from tuner.cli.paths import (
 )
 from tuner.cli.yaml_io import dump
 from tuner.display import short_repr
+from tuner.flatten import flat_result
 from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
 from tuner.run_options import RunOptions
 from tuner.storage.location import is_uri
@@ -98,7 +99,7 @@ def _summary(analysis: Any, spec: spec_mod.SweepSpec, ref: SweepRef, address: st
     if spec.metric:
         best = analysis.get_best_trial(spec.metric, spec.mode)
         if best is not None:
-            print(f"best {spec.metric}={fmt(best.last_result.get(spec.metric))} ({best.trial_id})")
+            print(f"best {spec.metric}={fmt(flat_result(best.last_result or {}).get(spec.metric))} ({best.trial_id})")
             print(f"best config: {short_repr(best.config)}")
     print(f"stored in {ref.url_for_display}; `{_command_hint(ref, 'show')}` for details")
     silent = [t.trial_id for t in trials if t.status == TrialStatus.TERMINATED and not t.last_result]

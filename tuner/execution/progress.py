@@ -10,6 +10,12 @@ from typing import Any, Sequence, TextIO
 from tuner.callback import Callback
 from tuner.display import short_text
 from tuner.execution.trial import Trial
+from tuner.flatten import flat_result
+
+
+def _value(result: dict[str, Any] | None, metric: str | None) -> Any:
+    """The metric in a result, a nested one by its flat key (``"evaluation/episode_return_mean"``)."""
+    return flat_result(result).get(metric) if result and metric else None
 
 
 def _shown(value: Any) -> str:
@@ -43,12 +49,12 @@ class ProgressReporter(Callback):
     def on_result(self, trial: Trial, result: dict[str, Any]) -> None:
         self._results += 1
         if self.verbose >= 3:
-            value = result.get(self.metric) if self.metric else None
+            value = _value(result, self.metric)
             self._print(f"{trial.trial_name} iter {result.get('training_iteration')}: {self.metric}={_shown(value)}")
 
     def on_trial_end(self, trial: Trial) -> None:
         if self.verbose >= 2:
-            value = (trial.last_result or {}).get(self.metric) if self.metric else None
+            value = _value(trial.last_result, self.metric)
             self._print(f"{trial.trial_name} {trial.status} after {trial.iteration} iterations"
                         + (f", {self.metric}={_shown(value)}" if self.metric else ""))
 
@@ -59,17 +65,17 @@ class ProgressReporter(Callback):
         line = f"[{elapsed:7.1f}s] {len(trials)} trials ({', '.join(parts) or 'none'}), {self._results} results"
         best = self.best(trials)
         if best is not None:
-            line += f", best {self.metric}={best.last_result[self.metric]:.6g} ({best.trial_name})"  # type: ignore[index]
+            line += f", best {self.metric}={_value(best.last_result, self.metric):.6g} ({best.trial_name})"
         return line
 
     def best(self, trials: Sequence[Trial]) -> Trial | None:
         if not self.metric or self.mode not in ("min", "max"):
             return None
-        scored = [t for t in trials if t.last_result and isinstance(t.last_result.get(self.metric), (int, float))]
+        scored = [t for t in trials if isinstance(_value(t.last_result, self.metric), (int, float))]
         if not scored:
             return None
         pick = max if self.mode == "max" else min
-        return pick(scored, key=lambda t: t.last_result[self.metric])  # type: ignore[index]
+        return pick(scored, key=lambda t: _value(t.last_result, self.metric))
 
     def maybe_report(self, trials: Sequence[Trial]) -> None:
         if self.verbose < 1:

@@ -4,6 +4,8 @@ anything is written."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from schedulers import PB2, ASHAScheduler, HyperBandScheduler, MedianStoppingRule, PopulationBasedTraining
@@ -58,7 +60,9 @@ def test_every_scheduler_ranks_trials_on_the_evaluation_return(tmp_path, name):
 
 def test_the_evaluation_return_is_stored_exported_and_shown(tmp_path, capsys):
     tune.run("PPO", config={**CONFIG, "seed": tune.grid_search([0, 1])}, metric=METRIC, mode="max",
-             stop={"training_iteration": 2}, storage_path=str(tmp_path), name="shown", verbose=0)
+             stop={"training_iteration": 2}, storage_path=str(tmp_path), name="shown", verbose=2)
+    ends = [line for line in capsys.readouterr().out.splitlines() if "TERMINATED after 2 iterations" in line]
+    assert len(ends) == 2 and all(re.search(rf"{METRIC}=-?\d", line) for line in ends), ends  # the nested key's value
     experiment = HParamsReader(str(tmp_path / "shown" / "tensorboard")).experiment()
     metrics = [m["name"]["tag"] for m in experiment["metricInfos"]]
     assert metrics[0] == METRIC and "evaluation/episode_len_mean" in metrics
