@@ -57,6 +57,7 @@ def test_example_runs_with_a_reduced_budget(example, tmp_path, monkeypatch, caps
     out, err = capsys.readouterr()
     assert code == 0, out + err
     assert f"sweep ex: {n_trials} trials ({n_trials} TERMINATED)" in out
+    assert "=- (" not in out, out  # the best trial's metric printed, also a nested one (evaluation/...)
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'ex' / 'tuner.db'}")
     try:
         with engine.connect() as conn:
