@@ -26,8 +26,8 @@ from tuner.cli.paths import (
 )
 from tuner.cli.yaml_io import dump
 from tuner.display import short_repr
-from tuner.flatten import flat_result
 from tuner.execution.signals import SweepTerminated, graceful_sigint, graceful_sigterm
+from tuner.flatten import flat_result
 from tuner.run_options import RunOptions
 from tuner.storage.location import is_uri
 

@@ -33,12 +33,12 @@ def pack(folder: str) -> bytes:
 
 
 def unpack(data: bytes, folder: str, replace: bool = True) -> None:
-    """Write the archive :func:`pack` made into ``folder``. Readers of ``folder`` never see half a
-    checkpoint, nor none where one was: the archive is extracted beside it and renamed into place.
-    Without ``replace`` a folder already there stays (a checkpoint is the same wherever it was
-    fetched from: two trials of this node fetching one donor's at once both read the first copy);
-    with it, the new one takes its place (a trial that went back to an earlier checkpoint made this
-    one again)."""
+    """Write the archive :func:`pack` made into ``folder``, extracted beside it and renamed into
+    place: a reader never sees half a checkpoint. Without ``replace`` a folder already there stays
+    (a checkpoint is the same wherever it was fetched from: two trials of this node fetching one
+    donor's at once both read the first copy, which neither deletes). With it the new one takes the
+    old one's place (a trial that went back to an earlier checkpoint made this one again): the old
+    one is renamed aside first, so the folder is missing only between two renames."""
     target = Path(folder)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".incoming", dir=target.parent))

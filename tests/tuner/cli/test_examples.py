@@ -38,6 +38,12 @@ EXAMPLES = {
          "config.evaluation_duration=1"],
         2,
     ) for env in ("halfcheetah", "hopper")},
+    "mujoco_hopper_sac.yaml": (
+        ["config.hidden_sizes=[32, 32]", "config.learning_starts=100", "config.min_sample_timesteps_per_iteration=200",
+         "num_samples=2", "scheduler.grace_period=200", "scheduler.max_t=400", "stop.env_steps_total=400",
+         "config.evaluation_interval=1", "config.evaluation_duration=1"],
+        2,
+    ),
 }
 
 
