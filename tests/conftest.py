@@ -30,6 +30,11 @@ POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://p
 # joining a test cluster is told otherwise, on a loopback address of its own (tuner/cli/cluster.py).
 os.environ[LOOPBACK_ONLY] = "0"
 
+# Ray's log monitor looks for new worker log files every 0.1 s until a node has a thousand of them;
+# a test session starts hundreds of short-lived workers, so it looks every 0.5 s (Ray's pace past
+# that threshold): a worker's first printed line reaches its driver up to half a second later.
+os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
+
 # Ray's workers are started from this process's environment: let them import test modules
 # (functions defined in tests are pickled by reference to their module).
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)

@@ -14,7 +14,8 @@ SMALL_PPO = [
     "config.train_batch_size=256", "config.minibatch_size=128", "config.num_envs_per_worker=4",
     "config.num_epochs=2",
 ]
-# spec -> (overrides, trials expected, the scheduler's key words)
+# spec -> (overrides, trials expected); the specs of one environment family each run one trial
+# (its search space, scheduler and evaluation settings as shipped, its budget cut)
 EXAMPLES = {
     "ppo_cartpole_asha.yaml": (
         [*SMALL_PPO, "num_samples=2", "scheduler.grace_period=256", "scheduler.max_t=768", "stop.env_steps_total=768"],
@@ -28,21 +29,21 @@ EXAMPLES = {
     "grid_sweep.yaml": ([*SMALL_PPO, "config.lr={grid: [1e-3, 2.5e-3]}", "stop.env_steps_total=512"], 2),
     "function_sweep.yaml": (["num_samples=1"], 4),
     "minigrid_doorkey_ppo.yaml": (
-        [*SMALL_PPO, "num_samples=2", "scheduler.grace_period=256", "scheduler.max_t=512", "stop.env_steps_total=512",
+        [*SMALL_PPO, "num_samples=1", "scheduler.grace_period=256", "scheduler.max_t=512", "stop.env_steps_total=512",
          "config.evaluation_interval=1", "config.evaluation_duration=1"],
-        2,
+        1,
     ),
     **{f"mujoco_{env}_ppo.yaml": (
-        ["config.train_batch_size=256", "config.num_epochs=1", "num_samples=2", "scheduler.grace_period=256",
+        ["config.train_batch_size=256", "config.num_epochs=1", "num_samples=1", "scheduler.grace_period=256",
          "scheduler.max_t=512", "stop.env_steps_total=512", "config.evaluation_interval=1",
          "config.evaluation_duration=1"],
-        2,
+        1,
     ) for env in ("halfcheetah", "hopper")},
     "mujoco_hopper_sac.yaml": (
         ["config.hidden_sizes=[32, 32]", "config.learning_starts=100", "config.min_sample_timesteps_per_iteration=200",
-         "num_samples=2", "scheduler.grace_period=200", "scheduler.max_t=400", "stop.env_steps_total=400",
+         "num_samples=1", "scheduler.grace_period=200", "scheduler.max_t=400", "stop.env_steps_total=400",
          "config.evaluation_interval=1", "config.evaluation_duration=1"],
-        2,
+        1,
     ),
 }
 
