@@ -54,17 +54,20 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 #: Verbs that only read the store and the sweep's files: they run in this process (a subprocess
-#: costs a second of imports each); the others start, resume or stop sweeps, which own signals,
-#: exit paths and Ray connections of their own, and keep a process each.
+#: costs a second of imports each).
 IN_PROCESS = frozenset({"ls", "show", "best", "export", "checkpoints"})
+#: Verbs that run sweeps: in this process too when they would join this session's Ray (no
+#: ``--address``, or its address); a test about signals, exit paths or another Ray uses
+#: :func:`cli_popen` or ``own_process=True``.
+RUNS_SWEEPS = frozenset({"sweep", "resume", "validate"})
 
 
-def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 240, own_process: bool = False, **env: str) -> subprocess.CompletedProcess:
     """Run ``tuner ARGS`` from the repository root, as ``python -m tuner.cli`` in a subprocess or,
-    for a verb of :data:`IN_PROCESS`, through ``tuner.cli.main`` here with the same environment;
-    past ``timeout`` a subprocess is killed and comes back with returncode None and what it printed
-    so far."""
-    if args and args[0] in IN_PROCESS:
+    for a verb of :data:`IN_PROCESS` (or of :data:`RUNS_SWEEPS` on this session's Ray), through
+    ``tuner.cli.main`` here with the same environment; past ``timeout`` a subprocess is killed and
+    comes back with returncode None and what it printed so far."""
+    if args and not own_process and (args[0] in IN_PROCESS or (args[0] in RUNS_SWEEPS and _joins_this_ray(args))):
         return _cli_here(args, env)
     command = [sys.executable, "-m", "tuner.cli", *args]
     try:
@@ -72,6 +75,17 @@ def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedPro
     except subprocess.TimeoutExpired as exc:
         text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
         return subprocess.CompletedProcess(command, None, text[0], text[1] + f"\n[killed after {timeout} s]")
+
+
+def _joins_this_ray(args: tuple[str, ...]) -> bool:
+    """Whether ``tuner ARGS`` would run on this session's Ray: it is up, and the arguments name
+    no other address."""
+    import ray
+
+    if not ray.is_initialized():
+        return False
+    address = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--address"), None)
+    return address is None or address == ray.get_runtime_context().gcs_address
 
 
 def _cli_here(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
