@@ -80,17 +80,19 @@ def _kill_when(storage, name, scheduler, log, sql, at_least, sig=signal.SIGKILL)
         return time.time(), proc.returncode, f.read()
 
 
-#: The best x of an uninterrupted sweep, by scheduler: the same for every kill point (same seed).
-_CLEAN_BEST: dict[str, float] = {}
+@pytest.fixture(scope="module")
+def clean_best_x(tmp_path_factory):
+    """The best config's x of the sweep run without interruption, by scheduler: run once per
+    scheduler, the same for every kill point (same seed)."""
+    best: dict[str, float] = {}
 
+    def of(scheduler: str) -> float:
+        if scheduler not in best:
+            storage = tmp_path_factory.mktemp(f"clean_{scheduler}")
+            best[scheduler] = resume_sweep.sweep(str(storage), "clean", scheduler, str(storage / "clean.jsonl")).best_config["x"]
+        return best[scheduler]
 
-def clean_best_x(scheduler: str, tmp_path_factory) -> float:
-    """The best config's x of the sweep run once without interruption (per scheduler, per session)."""
-    if scheduler not in _CLEAN_BEST:
-        storage = tmp_path_factory.mktemp(f"clean_{scheduler}")
-        clean = resume_sweep.sweep(str(storage), "clean", scheduler, str(storage / "clean.jsonl"))
-        _CLEAN_BEST[scheduler] = clean.best_config["x"]
-    return _CLEAN_BEST[scheduler]
+    return of
 
 
 @pytest.mark.parametrize(
@@ -104,8 +106,7 @@ def clean_best_x(scheduler: str, tmp_path_factory) -> float:
         ("pbt", "exploit", 1),
     ],
 )
-def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, tmp_path_factory, scheduler, kill_point,
-                                                           at_least):
+def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, clean_best_x, scheduler, kill_point, at_least):
     storage, log = str(tmp_path), str(tmp_path / "starts.jsonl")
     killed_at, _, _ = _kill_when(storage, "swept", scheduler, log, KILL_POINTS[kill_point], at_least)
     before = tune.load(tmp_path / "swept")
@@ -138,12 +139,12 @@ def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, tmp_path
         assert len(analysis.exploits) >= at_least
         return
     # The same best config as an uninterrupted sweep with the same seed.
-    assert analysis.best_config["x"] == clean_best_x(scheduler, tmp_path_factory)
+    assert analysis.best_config["x"] == clean_best_x(scheduler)
     if scheduler == "fifo":
         assert all(len(f) == resume_sweep.ITERATIONS for f in analysis.trial_dataframes.values())
 
 
-def test_sigterm_leaves_interrupted_trials_that_resume_finishes(tmp_path, tmp_path_factory):
+def test_sigterm_leaves_interrupted_trials_that_resume_finishes(tmp_path, clean_best_x):
     """SIGTERM (kill, docker stop, Slurm preemption) mid-sweep: the driver exits 143 without a
     traceback, running trials are on record as INTERRUPTED (never TERMINATED part-way), and a
     resume finishes every trial with each result stored once, to an uninterrupted run's best."""
@@ -174,7 +175,7 @@ def test_sigterm_leaves_interrupted_trials_that_resume_finishes(tmp_path, tmp_pa
     with open(log) as f:
         resumed = [json.loads(line) for line in f if json.loads(line)["t"] > termed_at]
     assert any(s["from"] > 0 for s in resumed), "no interrupted trial went on from its checkpoint"
-    assert analysis.best_config["x"] == clean_best_x("fifo", tmp_path_factory)
+    assert analysis.best_config["x"] == clean_best_x("fifo")
 
 
 def test_resume_arguments(tmp_path):

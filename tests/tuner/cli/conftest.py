@@ -57,17 +57,16 @@ def cli_env(**extra: str) -> dict[str, str]:
 #: costs a second of imports each).
 IN_PROCESS = frozenset({"ls", "show", "best", "export", "checkpoints"})
 #: Verbs that run sweeps: in this process too when they would join this session's Ray (no
-#: ``--address``, or its address); a test about signals, exit paths or another Ray uses
-#: :func:`cli_popen` or ``own_process=True``.
+#: ``--address``, or its address); a test about signals or killed drivers uses :func:`cli_popen`.
 RUNS_SWEEPS = frozenset({"sweep", "resume", "validate"})
 
 
-def cli(*args: str, timeout: float = 240, own_process: bool = False, **env: str) -> subprocess.CompletedProcess:
+def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
     """Run ``tuner ARGS`` from the repository root, as ``python -m tuner.cli`` in a subprocess or,
     for a verb of :data:`IN_PROCESS` (or of :data:`RUNS_SWEEPS` on this session's Ray), through
     ``tuner.cli.main`` here with the same environment; past ``timeout`` a subprocess is killed and
     comes back with returncode None and what it printed so far."""
-    if args and not own_process and (args[0] in IN_PROCESS or (args[0] in RUNS_SWEEPS and _joins_this_ray(args))):
+    if args and (args[0] in IN_PROCESS or (args[0] in RUNS_SWEEPS and _joins_this_ray(args))):
         return _cli_here(args, env)
     command = [sys.executable, "-m", "tuner.cli", *args]
     try:

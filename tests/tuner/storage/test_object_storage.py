@@ -109,6 +109,8 @@ def test_tuner_sweep_and_resume_put_the_spec_and_checkpoints_in_the_bucket(s3_en
     proc = cli("sweep", str(spec), "--name", "bucketed", "--address", ray_address, "--progress", "none",
                "--set", f"storage_path={s3_env.uri('cli')}", **env)
     assert proc.returncode == 1 and "1 trial(s) failed" in proc.stderr, proc.stdout + proc.stderr
+    failed = cli("show", "bucketed", **env)  # the trial's error, as stored
+    assert "failed once" in failed.stdout, failed.stdout + failed.stderr
     stored = _objects(s3_env, "cli/bucketed")
     assert "sweep.yaml" in stored and any(name.endswith("/checkpoint_000003/state.json") for name in stored), stored
     resumed = cli("resume", "bucketed", "--errored-only", "--address", ray_address, "--progress", "none", **env)
