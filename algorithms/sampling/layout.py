@@ -76,9 +76,13 @@ def time_env(env: Any, env_config: Mapping[str, Any]) -> EnvTiming:
         cpu_began, began = time.process_time(), time.perf_counter()
         while len(durations) < MAX_TIMING_STEPS and (len(durations) < 5 or time.perf_counter() - began < TIMING_S):
             action = envs.action_space.sample()
+            queued = _run_queue_s()
             step_began = time.perf_counter()
             envs.step(action)
-            durations.append(time.perf_counter() - step_began)
+            took = time.perf_counter() - step_began
+            # the time this thread waited for a CPU held by other processes is the machine's load,
+            # not the env's: on a busy machine it would make a fast env look uneven
+            durations.append(max(took - (_run_queue_s() - queued), 0.0))
         wall, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     finally:
         envs.close()
@@ -86,6 +90,15 @@ def time_env(env: Any, env_config: Mapping[str, Any]) -> EnvTiming:
     return EnvTiming(mean_s=float(steps.mean()), median_s=float(np.median(steps)),
                      p95_s=float(np.percentile(steps, 95)), cpu_share=min(1.0, cpu / max(wall, 1e-9)),
                      steps=len(durations))
+
+
+def _run_queue_s() -> float:
+    """Seconds this thread has waited, runnable, for a CPU (Linux's schedstat); 0 elsewhere."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def choose(timing: EnvTiming, config: Mapping[str, Any], given: Mapping[str, Any], cluster_cpus: float,
