@@ -1,6 +1,7 @@
-"""The CLI under test: its verbs that read a sweep run in this process through the CLI's ``main``;
-those that run, resume or stop sweeps run as ``python -m tuner.cli`` in a subprocess that joins the
-session's Ray; and one real sweep (run once per session) that every verb is run against."""
+"""The CLI under test: its verbs that read a sweep or talk to a cluster's Jobs API, and those
+that run sweeps on the session's Ray, run in this process through the CLI's ``main``; the others
+(another Ray, signals, exit paths) as ``python -m tuner.cli`` in a subprocess; and one real sweep
+(run once per session) that every verb is run against."""
 
 from __future__ import annotations
 
@@ -53,24 +54,33 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-#: Verbs that only read the store and the sweep's files: they run in this process (a subprocess
-#: costs a second of imports each).
-IN_PROCESS = frozenset({"ls", "show", "best", "export", "checkpoints"})
+#: Verbs that only read the store and the sweep's files, or talk to a cluster's Jobs API over
+#: HTTP: they run in this process (a subprocess costs a second of imports each, and tests poll them).
+IN_PROCESS = frozenset({"ls", "show", "best", "export", "checkpoints", "logs", "stop"})
 #: Verbs that run sweeps: in this process too when they would join this session's Ray (no
 #: ``--address``, or its address); a test about signals or killed drivers uses :func:`cli_popen`.
 RUNS_SWEEPS = frozenset({"sweep", "resume", "validate"})
 
 
 def cli(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run ``tuner ARGS`` from the repository root, as ``python -m tuner.cli`` in a subprocess or,
-    for a verb of :data:`IN_PROCESS` (or of :data:`RUNS_SWEEPS` on this session's Ray), through
-    ``tuner.cli.main`` here with the same environment; past ``timeout`` a subprocess is killed and
-    comes back with returncode None and what it printed so far."""
-    if args and (args[0] in IN_PROCESS or (args[0] in RUNS_SWEEPS and _joins_this_ray(args))):
-        return _cli_here(args, env)
+    """Run ``tuner ARGS`` from the repository root (see :func:`cli_in`)."""
+    return cli_in(ROOT, args, timeout=timeout, env=env)
+
+
+def cli_in(cwd: Path, args: tuple[str, ...], timeout: float = 240, env: dict[str, str] | None = None,
+           sweeps_here: bool = True) -> subprocess.CompletedProcess:
+    """Run ``tuner ARGS`` from ``cwd``, as ``python -m tuner.cli`` in a subprocess or, for a verb of
+    :data:`IN_PROCESS` (or, with ``sweeps_here``, of :data:`RUNS_SWEEPS` on this session's Ray),
+    through ``tuner.cli.main`` here with the same environment; past ``timeout`` a subprocess is
+    killed and comes back with returncode None and what it printed so far. A test whose sweeps
+    import the user's module from ``cwd`` passes ``sweeps_here=False``: this process keeps a module
+    it imported once, a user's next process would not."""
+    env = env or {}
+    if args and (args[0] in IN_PROCESS or (sweeps_here and args[0] in RUNS_SWEEPS and _joins_this_ray(args))):
+        return _cli_here(args, env, cwd)
     command = [sys.executable, "-m", "tuner.cli", *args]
     try:
-        return subprocess.run(command, cwd=ROOT, env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(command, cwd=cwd, env=cli_env(**env), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
         return subprocess.CompletedProcess(command, None, text[0], text[1] + f"\n[killed after {timeout} s]")
@@ -87,21 +97,21 @@ def _joins_this_ray(args: tuple[str, ...]) -> bool:
     return address is None or address == ray.get_runtime_context().gcs_address
 
 
-def _cli_here(args: tuple[str, ...], env: dict[str, str]) -> subprocess.CompletedProcess:
+def _cli_here(args: tuple[str, ...], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     """``tuner ARGS`` through the CLI's ``main`` in this process: the subprocess's environment and
     working folder while it runs, its output captured."""
     from tuner.cli import main
 
-    saved, cwd = dict(os.environ), os.getcwd()
+    saved, before, environment = dict(os.environ), os.getcwd(), cli_env(**env)
     out, err = io.StringIO(), io.StringIO()
     try:
         os.environ.clear()
-        os.environ.update(cli_env(**env))
-        os.chdir(ROOT)
+        os.environ.update(environment)
+        os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(args))
     finally:
-        os.chdir(cwd)
+        os.chdir(before)
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(["tuner", *args], code, out.getvalue(), err.getvalue())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.tuner.cli.cluster import free_port, start_cluster
-from tests.tuner.cli.conftest import cli_env
+from tests.tuner.cli.conftest import cli_in
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.cluster]
 
@@ -90,12 +89,12 @@ def workdir(tmp_path, postgres_url, monkeypatch):
 
 
 def tuner(workdir: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    """`tuner ARGS` in a fresh process, from the user's directory; a sweep submitted from there
-    keeps its run directory (checkpoints, logs) in the test's own folder on the cluster."""
+    """`tuner ARGS` from the user's directory (``cli_in``: the verbs that read the store or call the
+    Jobs API run in this process); a sweep submitted from there keeps its run directory
+    (checkpoints, logs) in the test's own folder on the cluster."""
     if args[:1] == ("submit",):
         args = (*args, "--storage-path", str(workdir / "cluster_results"))
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=workdir, env=cli_env(**env),
-                          capture_output=True, text=True, timeout=timeout)
+    return cli_in(workdir, args, timeout=timeout, env=env, sweeps_here=False)
 
 
 def spec(workdir: Path, text: str, name: str = "spec.yaml") -> str:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.tuner.cli.cluster import add_private_node, start_cluster
-from tests.tuner.cli.conftest import cli_env
+from tests.tuner.cli.conftest import cli_in
 from tests.tuner.cli.test_cluster import SLOW_SPEC, SLOW_TRAIN, results
 
 pytestmark = [pytest.mark.cluster,
@@ -142,8 +142,7 @@ def test_a_trial_whose_node_dies_goes_on_elsewhere_from_its_checkpoint(cluster, 
 
 
 def _tuner(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=cli_env(**env),
-                          capture_output=True, text=True, timeout=300)
+    return cli_in(cwd, args, timeout=300, env=env, sweeps_here=False)
 
 
 def test_a_submitted_sweep_stopped_wiped_and_resumed_from_elsewhere_finishes_every_trial(
