@@ -94,6 +94,17 @@ def pytest_collection_finish(session):
         start_mypy()
 
 
+def _send_test_code_by_value(ray) -> None:
+    """Functions and classes defined under tests/ travel to Ray's workers by value, as those of a
+    user's script do from ``__main__``: a trial's actor then never imports the test module that
+    defined its trainable (pytest, SQLAlchemy and whatever else the test needs, a third of a
+    second of CPU per actor). The modules stay importable there (``PYTHONPATH``) for what is sent
+    by reference: a subprocess's trainable, a CLI spec's ``module:function``."""
+    import tests
+
+    ray.cloudpickle.register_pickle_by_value(tests)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A local Ray with 2 CPUs, shared by every test that needs Ray."""
@@ -102,6 +113,7 @@ def ray_session():
     if not ray.is_initialized():
         # address="local": a new instance, even when a `ray start` cluster runs on this machine
         ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=True)
+    _send_test_code_by_value(ray)
     yield ray
     ray.shutdown()
 
