@@ -6,8 +6,6 @@ import inspect
 import time
 from typing import Any, Callable, Mapping
 
-import numpy as np
-
 from schedulers.validation import is_number
 
 
@@ -134,6 +132,8 @@ class TrialPlateauStopper(Stopper):
                 return False
             if self._mode == "max" and value < self._threshold:
                 return False
+        import numpy as np  # here, not at import: a trial's actor imports this module through tune
+
         return float(np.std(hist)) <= self._std
 
 

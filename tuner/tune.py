@@ -15,7 +15,6 @@ from tuner.errors import TuneError
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.registry import register_trainable
 from tuner.search import (
-    BasicVariantGenerator,
     Searcher,
     choice,
     grid_search,
@@ -90,6 +89,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "BasicVariantGenerator": ("tuner.search.basic_variant", "BasicVariantGenerator"),
     "run": ("tuner.api", "run"),
     "load": ("tuner.analysis", "load"),
     "ExperimentAnalysis": ("tuner.analysis", "ExperimentAnalysis"),

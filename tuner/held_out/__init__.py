@@ -1,7 +1,7 @@
 """A sweep's answer checked on held-out seeds: its best configs retrained on seeds it never used,
-as a follow-on sweep, with robust statistics (``ExperimentAnalysis.validate``, ``tuner validate``)."""
+as a follow-on sweep, with robust statistics (``ExperimentAnalysis.validate``, ``tuner validate``).
 
-from tuner.held_out.plan import Candidate, ValidationPlan
-from tuner.held_out.report import ConfigReport, ValidationReport
-
-__all__ = ["Candidate", "ConfigReport", "ValidationPlan", "ValidationReport"]
+The package itself imports nothing: ``import tuner`` reaches ``tuner.held_out.runner`` from every
+process, a trial's actor included, which has no use for the statistics (numpy, SciPy) of
+``tuner.held_out.report``; the plan and the report are imported from their modules.
+"""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .basic_variant import BasicVariantGenerator
+from typing import TYPE_CHECKING
+
 from .concurrency_limiter import ConcurrencyLimiter
-from .repeater import TRIAL_INDEX, Repeater
 from .searcher import Searcher
 from .space import (
     Categorical,
@@ -36,6 +36,11 @@ from .variants import (
     resolve_config,
     unflatten_dict,
 )
+
+if TYPE_CHECKING:
+    from .basic_variant import BasicVariantGenerator
+    from .optuna_search import OptunaSearch
+    from .repeater import TRIAL_INDEX, Repeater
 
 __all__ = [
     "Searcher",
@@ -73,10 +78,20 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # OptunaSearch imports optuna (~0.1 s): loaded on first use, not with every tuner import.
-    if name == "OptunaSearch":
-        from .optuna_search import OptunaSearch
+#: Loaded on first use, not with every tuner import: OptunaSearch imports optuna, the generator
+#: (and the Repeater over it) numpy; a trial's actor imports this package through ``tune`` and
+#: needs none of them.
+_LAZY = {
+    "OptunaSearch": ".optuna_search",
+    "BasicVariantGenerator": ".basic_variant",
+    "Repeater": ".repeater",
+    "TRIAL_INDEX": ".repeater",
+}
 
-        return OptunaSearch
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

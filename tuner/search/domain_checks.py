@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+import sys
 from typing import Any
-
-import numpy as np
 
 from schedulers.validation import is_int, is_number
 
@@ -37,7 +36,8 @@ def check_base(fn: str, base: Any) -> float:
 
 def py(x: Any) -> Any:
     """numpy scalar -> the Python scalar (so attributes and reprs are plain)."""
-    return x.item() if isinstance(x, np.generic) else x
+    np = sys.modules.get("numpy")  # no numpy imported: no numpy scalar either
+    return x.item() if np is not None and isinstance(x, np.generic) else x
 
 
 def fmt(x: Any) -> str:

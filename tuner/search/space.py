@@ -25,13 +25,14 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from schedulers.validation import is_int, is_number
 from tuner.search.domain_checks import (check_base, check_int, check_real, fmt, py, quantize_float,
                                         quantized_range)
+
+if TYPE_CHECKING:  # numpy is imported where a value is drawn: a trial's actor imports this module and draws none
+    import numpy as np
 
 __all__ = [
     "Domain",
@@ -152,7 +153,11 @@ class SampleSpec(Mapping):
 
     def __init__(self, config: Mapping | None = None, rng: np.random.Generator | None = None):
         self.config = config if isinstance(config, _ConfigView) else _ConfigView(config or {})
-        self.rng = rng if rng is not None else np.random.default_rng()
+        if rng is None:
+            import numpy as np
+
+            rng = np.random.default_rng()
+        self.rng = rng
 
     def __getitem__(self, key: str) -> Any:
         if key == "config":

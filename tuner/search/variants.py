@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from tuner.flatten import flatten_dict, unflatten_dict  # public here since the start
 
@@ -30,6 +28,9 @@ from .space import (
     _ConfigView,
     is_grid_search,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "Path",
@@ -245,7 +246,10 @@ def resolve_config(
     {'a': 2, 'b': 20}
     """
     _check_config(config, "resolve_config")
-    rng = rng if rng is not None else np.random.default_rng()
+    if rng is None:
+        import numpy as np
+
+        rng = np.random.default_rng()
     out: dict = _copy_tree(config)
     for path, value in (grid_assignment or {}).items():
         path = tuple(path) if isinstance(path, (tuple, list)) else (path,)
