@@ -95,14 +95,18 @@ def pytest_collection_finish(session):
 
 
 def _send_test_code_by_value(ray) -> None:
-    """Functions and classes defined under tests/ travel to Ray's workers by value, as those of a
+    """Functions and classes of the test modules travel to Ray's workers by value, as those of a
     user's script do from ``__main__``: a trial's actor then never imports the test module that
     defined its trainable (pytest, SQLAlchemy and whatever else the test needs, a third of a
-    second of CPU per actor). The modules stay importable there (``PYTHONPATH``) for what is sent
-    by reference: a subprocess's trainable, a CLI spec's ``module:function``."""
-    import tests
-
-    ray.cloudpickle.register_pickle_by_value(tests)
+    second of CPU per actor). A module whose workers need it imported (it registers something
+    at import, or sends objects only its import can rebuild) says why in ``SENT_BY_REFERENCE``;
+    modules stay importable there (``PYTHONPATH``) for what is sent by reference: a subprocess's
+    trainable, a CLI spec's ``module:function``, a module a test imports later."""
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] != "tests" or module is None or hasattr(module, "SENT_BY_REFERENCE"):
+            continue
+        if not hasattr(module, "__path__"):  # a package would take every module under it along
+            ray.cloudpickle.register_pickle_by_value(module)
 
 
 @pytest.fixture(scope="session")

@@ -38,6 +38,8 @@ class SlowStartEnv(gym.Wrapper):
 
 
 register_env("slow-start", SlowStartEnv)
+#: The Host actors build their trainers from this module's env: they import it (tests/conftest.py).
+SENT_BY_REFERENCE = "registers the slow-start env at import"
 
 
 def plain(value):

@@ -10,6 +10,8 @@ import time
 
 from fsspec.implementations.local import LocalFileSystem
 
+#: fsspec rebuilds its filesystems from their class (and instance cache) on import (tests/conftest.py).
+SENT_BY_REFERENCE = "Ray's workers import it to unpickle the filesystem"
 GIVE_UP_S = 60.0  # a gate that never opens fails the upload (and the test) instead of hanging
 
 
