@@ -18,6 +18,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +91,20 @@ def _archive_listing(data: bytes) -> dict[str, str]:
     return out
 
 
+#: Locks the keeper's calls on one path take (a path hashes to one of them): its actor runs
+#: several calls at once, and a put that compares a folder with its archive must not read it
+#: while another put of the same checkpoint moves it aside.
+_PATH_LOCKS = 64
+
+
 class CheckpointKeeper:
     """Keeps checkpoints on the disk of the node it runs on (the driver's)."""
+
+    def __init__(self) -> None:
+        self._locks = [threading.Lock() for _ in range(_PATH_LOCKS)]
+
+    def _lock(self, path: str) -> threading.Lock:
+        return self._locks[hash(os.path.normpath(path)) % _PATH_LOCKS]
 
     def node(self) -> str:
         import ray
@@ -101,13 +114,15 @@ class CheckpointKeeper:
     def put(self, path: str, data: bytes) -> bool:
         """Write the checkpoint at ``path`` here; True when it was there already, byte for byte
         (the sending node shares this disk, NFS say: its folder is this one, which it must keep)."""
-        if os.path.isdir(path) and _listing(path) == _archive_listing(data):
-            return True
-        unpack(data, path)
-        return False
+        with self._lock(path):
+            if os.path.isdir(path) and _listing(path) == _archive_listing(data):
+                return True
+            unpack(data, path)
+            return False
 
     def get(self, path: str) -> bytes | None:
-        return pack(path) if os.path.isdir(path) else None
+        with self._lock(path):
+            return pack(path) if os.path.isdir(path) else None
 
 
 def start_keeper() -> tuple[Any, str]:
