@@ -20,6 +20,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_HOME = Path(os.environ.get("TUNER_TEST_HOME") or tempfile.mkdtemp(prefix="tuner_test_home_"))
 os.environ["TUNER_TEST_HOME"] = os.environ["HOME"] = str(SESSION_HOME)
 os.environ.pop("TUNER_STORAGE_PATH", None)
+
+# Every process of a session (Ray's hundreds of workers, the CLI's subprocesses, drivers) imports
+# this project's modules. Where the environment forbids bytecode beside the sources
+# (PYTHONDONTWRITEBYTECODE), each of those processes compiled them all again; their bytecode goes
+# to the session's home instead (every process inherits this), compiled once per session.
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = str(SESSION_HOME / "pycache")
+    sys.dont_write_bytecode = False
 #: Ray's switch between one-machine Ray ("0": every node on 127.0.0.1) and clusters of machines.
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")

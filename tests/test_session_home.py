@@ -30,3 +30,20 @@ def test_rays_workers_share_the_temporary_home():
     import ray
 
     assert ray.get(ray.remote(_home).remote()) == str(SESSION_HOME)
+
+
+def _bytecode_settings() -> tuple[bool, str | None]:
+    import sys
+
+    return sys.dont_write_bytecode, sys.pycache_prefix
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_rays_workers_keep_the_bytecode_they_compile_beside_the_sources_or_in_the_temporary_home():
+    """A worker that may not write bytecode compiles every module it imports again; where the
+    environment forbids it beside the sources, the session's processes keep it in its home."""
+    import ray
+
+    dont_write, prefix = ray.get(ray.remote(_bytecode_settings).remote())
+    assert not dont_write
+    assert prefix is None or Path(prefix).is_relative_to(SESSION_HOME)
