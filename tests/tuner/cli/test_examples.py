@@ -39,6 +39,13 @@ EXAMPLES = {
          "config.evaluation_duration=1"],
         1,
     ) for env in ("halfcheetah", "hopper")},
+    "atari_breakout_ppo.yaml": (
+        ["config.num_envs_per_worker=2", "config.train_batch_size=128", "config.minibatch_size=64",
+         "config.num_epochs=1", "num_samples=1", "scheduler.grace_period=128", "scheduler.max_t=256",
+         "stop.env_steps_total=256", "config.evaluation_interval=1", "config.evaluation_duration=1",
+         "config.evaluation_config={explore: true, env_config: {max_num_frames_per_episode: 400}}"],
+        1,
+    ),
     "mujoco_hopper_sac.yaml": (
         ["config.hidden_sizes=[32, 32]", "config.learning_starts=100", "config.min_sample_timesteps_per_iteration=200",
          "num_samples=1", "scheduler.grace_period=200", "scheduler.max_t=400", "stop.env_steps_total=400",
