@@ -3,22 +3,27 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+COMPILED := $(VENV)/.compiled
 
 .PHONY: demo test check setup clean
 
-# Installed, then byte-compiled on every core at once (pip compiles its tens of thousands of
-# modules one after another), the packages' own test suites left out (programs do not import them); a
-# module that does not compile is left to Python, as pip leaves it.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --no-compile -e ".[test]"
-	$(BIN)/python -c "import compileall, re, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], \
-	  quiet=2, workers=0, rx=re.compile(r'/(tests|testing/_internal)/'))"
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The venv byte-compiled on every core at once (pip compiles its tens of thousands of modules one
+# after another), the packages' own test suites left out (programs do not import them); a module
+# that does not compile is left to Python, as pip leaves it. The tests do without: their session
+# keeps the bytecode its processes compile (tests/conftest.py).
+$(COMPILED): $(STAMP)
+	$(BIN)/python -c "import compileall, re, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], \
+	  quiet=2, workers=0, rx=re.compile(r'/(tests|testing/_internal)/'))"
+	touch $(COMPILED)
 
-demo: $(STAMP)
+setup: $(COMPILED)
+
+demo: $(COMPILED)
 	$(BIN)/python examples/demo.py
 
 test: $(STAMP)
