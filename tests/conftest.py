@@ -29,6 +29,7 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     os.environ["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix = str(SESSION_HOME / "pycache")
     sys.dont_write_bytecode = False
+
 #: Ray's switch between one-machine Ray ("0": every node on 127.0.0.1) and clusters of machines.
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 POSTGRES_URL = os.environ.get("TUNER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
