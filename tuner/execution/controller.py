@@ -158,11 +158,13 @@ class Controller(ResizingControl):
             self._exploits.ask_checkpoint(trial.trial_id)
 
     def _has_checkpoint(self, donor: Trial) -> bool:
-        """A checkpoint the donor was just asked for counts: the exploit waits for it (the trial
-        holds its actor meanwhile)."""
-        return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id)
+        """A checkpoint the donor was just asked for, or the one its pause is saving, counts: the
+        exploit waits for it (the trial holds its actor meanwhile, or is not started)."""
+        return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id) or self._pausing(donor)
 
     def _exploit(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
+        if self._pausing(donor):  # synchronous PBT's donors are being paused: their pause save serves
+            self._exploits.await_save(donor.trial_id)
         self._exploits.ask_exploit(trial.trial_id, donor, new_config)
 
     def _exploit_skipped(self, trial: Trial, donor: Trial) -> None:

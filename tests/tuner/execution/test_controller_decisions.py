@@ -260,6 +260,27 @@ def test_synchronous_pbt_pauses_both_trials_then_resumes_them_from_checkpoints_o
     assert backend.placed == 2 and backend.destroyed == 2
 
 
+def test_synchronous_pbt_exploits_a_donor_whose_pause_save_is_still_under_way(tmp_path):
+    """The better trial reaches the sync point first and is being paused when the worse one
+    completes the population: its pause save is the donor's checkpoint, waited for, not skipped."""
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
+        resample_probability=0.0, hyperparam_mutations={"rate": [1.0, 2.0, 3.0, 4.0]}, synch=True, seed=0)
+    trials, rows, results, exploits, backend = sweep(
+        tmp_path, {"rate": grid_search([3.0, 1.0])}, scheduler=pbt, stop={"training_iteration": 4})
+    better, worse = trials
+    # the worse trial's result is decided while the better one's pause save is in flight
+    assert backend.calls[:5] == [("actor0", "run"), ("actor1", "run"), ("actor0", "run"), ("actor1", "run"),
+                                 ("actor0", "save")]
+    (exploit,) = exploits
+    assert (exploit["trial_id"], exploit["donor_trial_id"], exploit["iteration"]) == (worse.trial_id, better.trial_id, 2)
+    assert exploit["checkpoint_path"] == os.path.join(better.trial_dir, "checkpoint_000002")
+    new_rate = worse.config["rate"]
+    assert new_rate in (2.0, 4.0)
+    assert scores(results[worse.trial_id]) == [(1, 1.0), (2, 2.0), (3, 6.0 + new_rate), (4, 6.0 + 2 * new_rate)]
+    assert [t.status for t in trials] == ["TERMINATED", "TERMINATED"]
+
+
 def never_checkpoints(config: dict[str, Any]) -> None:
     from tuner import tune
 
