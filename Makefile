@@ -27,7 +27,7 @@ demo: $(COMPILED)
 	$(BIN)/python examples/demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadscope
 
 # The developer's quick loop: lint, types, and the tests that need neither Ray, nor a cluster,
 # nor PostgreSQL (markers set in tests/conftest.py); `make test` runs everything.

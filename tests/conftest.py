@@ -71,6 +71,15 @@ def pytest_unconfigure(config):
 SLOW_FOLDERS = {"benchmarks", "examples", "notebooks"}
 
 
+#: The modules that start Ray nodes of their own (each marks itself ``cluster``): one xdist worker
+#: runs them one after another (a cluster at a time on 2 cores, and the worker nodes' fixed ports).
+CLUSTER_MODULES = frozenset({
+    "tests/tuner/cli/test_cluster.py",
+    "tests/tuner/storage/test_nodes_without_a_shared_disk.py",
+    "tests/tuner/test_node_loss.py",
+})
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark what the developer's quick loop (``make check``) leaves out: ``slow`` for a test that
     needs Ray (the session's, through the ``ray_session`` fixture) or runs a whole program (the
@@ -83,14 +92,30 @@ def pytest_collection_modifyitems(config, items):
         callspec = getattr(item, "callspec", None)
         if "postgres_url" in fixtures or (callspec is not None and "postgres" in callspec.id):
             item.add_marker(pytest.mark.postgres)
-        # pytest-xdist (--dist loadgroup): a module's tests stay in one worker, so its module
-        # fixtures are made once; the modules that start Ray nodes of their own run one after
-        # another in one worker (a cluster at a time on 2 cores, and the worker nodes' fixed port range).
-        group = "cluster" if item.get_closest_marker("cluster") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    # The cluster group is the longest that one worker must run alone: first, so the other workers
-    # share out everything else meanwhile instead of waiting for it at the end.
+        module = item.nodeid.split("::")[0]
+        if bool(item.get_closest_marker("cluster")) != (module in CLUSTER_MODULES):
+            raise pytest.UsageError(f"{module}: a module marked cluster must be in tests/conftest.py's "
+                                    "CLUSTER_MODULES, and only those")
+    # The cluster modules are the longest work one worker must run alone: first, so the other
+    # worker shares out everything else meanwhile instead of waiting for them at the end.
     items.sort(key=lambda item: not item.get_closest_marker("cluster"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``make test``'s ``-n 2 --dist loadscope``: each module's tests run in one worker, so its
+    module fixtures (a cluster, a server) are made once, and the cluster modules all in one.
+    (xdist's own ``loadgroup`` reads groups from node ids that pytest 9.2 no longer lets it change.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return "cluster" if module in CLUSTER_MODULES else module
+
+    return ModuleScheduling(config, log)
 
 
 def pytest_collection_finish(session):
