@@ -23,10 +23,12 @@ The work, the same for every system (``benchmarks/peers/quality.py`` holds the n
 * Wall time: the sweep from before its engine starts (Ray, or Optuna's study and worker processes)
   to its end; the check's time apart.
 
-Systems: ours (``tune.run("PPO", ...)``, sampling in the trial's process) and Optuna + SB3
+Systems: ours (``tune.run("PPO", ...)``, sampling in the trial's process), Optuna + SB3
 (``benchmarks/peers/quality_optuna_sb3.py``: one worker process per CPU on one study, SB3's PPO
-on a DummyVecEnv, VecNormalize for the observations). Ray Tune + RLlib is not in this script yet.
-A peer that is not installed is skipped with a line saying how to install it.
+on a DummyVecEnv, VecNormalize for the observations) and Ray Tune + RLlib
+(``benchmarks/peers/quality_raytune_rllib.py``: ``Tuner("PPO")``, RLlib's own evaluation episodes,
+its MeanStdFilter connector). A peer that is not installed is skipped with a line saying how to
+install it.
 
     python benchmarks/tuning_quality.py                         # both tasks, every system
     python benchmarks/tuning_quality.py --tasks doorkey --systems tuner,optuna --tuning-seeds 0,1
@@ -53,9 +55,10 @@ from benchmarks.peers.common import ray_init  # noqa: E402
 from benchmarks.peers.quality import (FRESH_SEED_BASE, TASKS, Outcome, Task, check_task, env_creator,  # noqa: E402
                                       with_budget)
 
-SYSTEMS = ("tuner", "optuna")
+SYSTEMS = ("tuner", "optuna", "rllib")
 #: peer -> (label, the packages it needs, the module that runs it)
-PEERS = {"optuna": ("Optuna + SB3", ("stable_baselines3", "optuna"), "benchmarks.peers.quality_optuna_sb3")}
+PEERS = {"optuna": ("Optuna + SB3", ("stable_baselines3", "optuna"), "benchmarks.peers.quality_optuna_sb3"),
+         "rllib": ("Ray Tune + RLlib", ("ray.rllib", "tree", "lz4"), "benchmarks.peers.quality_raytune_rllib")}
 METRIC = "evaluation/episode_return_mean"
 STEPS = "env_steps_total"
 
