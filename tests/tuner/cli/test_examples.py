@@ -55,8 +55,37 @@ EXAMPLES = {
 }
 
 
+# spec -> the spec it copies but for its environment (run above; this one is checked, not run again)
+SAME_BUT_THE_ENV = {
+    "atari_pong_ppo.yaml": "atari_breakout_ppo.yaml",
+}
+
+
 def test_every_example_spec_is_covered():
-    assert sorted(p.name for p in (ROOT / "examples").glob("*.yaml")) == sorted(EXAMPLES)
+    assert sorted(p.name for p in (ROOT / "examples").glob("*.yaml")) == sorted([*EXAMPLES, *SAME_BUT_THE_ENV])
+
+
+@pytest.mark.parametrize("example", sorted(SAME_BUT_THE_ENV))
+def test_an_example_that_swaps_the_env_of_a_run_one_is_that_one_with_a_valid_env(example):
+    """Its settings are those of a spec run above; its own env is one the trainer builds, with
+    spaces of the kinds that spec's trainer and model take."""
+    from algorithms.envs.registry import env_spaces, trial_env
+    from tuner.cli import spec
+
+    own = spec.load(ROOT / "examples" / example)
+    copied = spec.load(ROOT / "examples" / SAME_BUT_THE_ENV[example])
+    own_config, copied_config = dict(own.document["config"]), dict(copied.document["config"])
+    env = own_config.pop("env")
+    copied_env = copied_config.pop("env")
+    assert env != copied_env and own_config == copied_config
+    drop = {"name", "description", "config"}
+    assert {k: v for k, v in own.document.items() if k not in drop} == \
+        {k: v for k, v in copied.document.items() if k not in drop}
+    built = trial_env(env, {}, own_config.get("preprocessing"))
+    observations, actions = env_spaces(built, {})
+    copied_observations, copied_actions = env_spaces(trial_env(copied_env, {}, own_config.get("preprocessing")), {})
+    assert type(observations) is type(copied_observations) and type(actions) is type(copied_actions)
+    assert (observations.dtype, len(observations.shape)) == (copied_observations.dtype, len(copied_observations.shape))
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))
