@@ -9,7 +9,8 @@ task's objective (no KL term, no value clip, global gradient norm) and separate 
 RLlib plays the task's evaluation episodes itself every ``eval_interval`` iterations
 (``explore=False``, an evaluation env runner in the algorithm's process, the training filter's
 statistics synced to it); a result's score is the latest evaluation's mean return, added by an
-``on_train_result`` callback (RLlib attaches evaluation results only to the iterations that played them).
+``on_train_result`` callback (RLlib's first evaluation comes after ``eval_interval`` iterations, ours
+after the first).
 
 The check: the answer on each fresh seed (a grid over ``debugging(seed=...)``), the full budget,
 ``cpus`` trials at once.
@@ -36,9 +37,11 @@ def _mean_std(env: Any, spaces: Any = None, device: Any = None) -> Any:
 
 
 def _latest_score(*, algorithm: Any, result: dict, **kwargs: Any) -> None:
-    evaluation = result.get("evaluation", {}).get("env_runners", {})
-    if "episode_return_mean" in evaluation:
-        algorithm.__dict__["_quality_score"] = float(evaluation["episode_return_mean"])
+    # RLlib attaches its last evaluation to the iterations after it too, and past its metrics'
+    # window as NaN: a NaN is that stale copy, not a new score.
+    value = float(result.get("evaluation", {}).get("env_runners", {}).get("episode_return_mean", math.nan))
+    if not math.isnan(value):
+        algorithm.__dict__["_quality_score"] = value
     result[SCORE] = algorithm.__dict__.get("_quality_score", math.nan)
 
 
