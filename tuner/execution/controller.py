@@ -163,9 +163,7 @@ class Controller(ResizingControl):
         return bool(donor.checkpoint_path) or self._exploits.saving(donor.trial_id) or self._pausing(donor)
 
     def _exploit(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
-        if self._pausing(donor):  # synchronous PBT's donors are being paused: their pause save serves
-            self._exploits.await_save(donor.trial_id)
-        self._exploits.ask_exploit(trial.trial_id, donor, new_config)
+        self._exploits.ask_exploit(trial.trial_id, donor, new_config, donor_pausing=self._pausing(donor))
 
     def _exploit_skipped(self, trial: Trial, donor: Trial) -> None:
         logger.warning("exploit skipped: donor %s has no checkpoint (it %s without one); %s keeps its own "
