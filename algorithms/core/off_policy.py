@@ -1,4 +1,4 @@
-"""What the off-policy trainers (DQN, SAC) share: the keys of replay and of the update cadence, the
+"""What the off-policy trainers (DQN, SAC, TD3) share: the keys of replay and of the update cadence, the
 iteration (sample into the replay buffer, learn from it) and the learner's state.
 
 An iteration repeats rounds until it has sampled ``min_sample_timesteps_per_iteration`` env
@@ -109,6 +109,17 @@ class OffPolicyTrainer(DistributedTrainer):
 
     def after_round(self) -> None:
         """After a round's updates, before its weights are published (target networks, exploration)."""
+
+    def step_optimizer(self, name: str, loss: Any, module: Any) -> None:
+        """Back-propagate ``loss``, clip ``module``'s gradient to ``max_grad_norm`` (when set) and
+        step the optimiser called ``name``."""
+        import torch
+
+        self.optimizers[name].zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg["max_grad_norm"] is not None:
+            torch.nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
+        self.optimizer_steps[name]()
 
     def apply_lr(self) -> None:
         """Set every optimiser's learning rate from the config (after a restore or a new config)."""

@@ -20,14 +20,17 @@ Its defaults, and why each: docs/algorithms.md (SAC).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from algorithms.core.learner_config import make_optimizer
 from algorithms.models.numpy_mlp import linear, linear_layers, mlp
-from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
+from algorithms.models.box_actor import (ActorCriticPolicy, BoxActions, box_action_layout, checked_module, first_output,
+                                         network_options)
+from algorithms.models.q_critics import build_mlp_lazily as _mlp, make_critic
+from algorithms.data.observations import Obs, ObsSpace, to_tensors
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
 from algorithms.core.common_config import check
 from schedulers.validation import is_number
@@ -59,12 +62,6 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 # ---------------------------------------------------------------------------------------------
 # The networks: torch for the learner, the actor in numpy for the rollout actors
 # ---------------------------------------------------------------------------------------------
-def _mlp(in_dim: int, hidden_sizes: list[int], activation: str) -> Any:
-    from algorithms.models.activations import build_mlp  # torch: the learner's side only
-
-    return build_mlp(in_dim, hidden_sizes, activation)
-
-
 def make_actor(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str) -> Any:
     """``body`` MLP, then ``mean`` and ``log_std`` heads of the pre-squash Gaussian."""
     from torch import nn
@@ -81,34 +78,6 @@ def make_actor(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: 
             return self.mean(h), self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
 
     return Actor()
-
-
-def make_critic(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str, twin: bool,
-                observation_space: Any = None, cnn: str = "auto") -> Any:
-    """One or two Q(s, a) MLPs on the observation and the squashed action, concatenated. With an
-    ``observation_space`` (one with images), the observation goes through the space's encoder
-    first (a CNN per image: ``algorithms/models/encoders.py``), shared by the Q heads, and the
-    critic takes observations as ``ObsSpace.model_input`` gives them; else flattened."""
-    import torch
-    from torch import nn
-
-    from algorithms.models.encoders import Encoder
-
-    class Critic(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.encoder = Encoder(observation_space, cnn) if observation_space is not None else None
-            width = self.encoder.features if self.encoder is not None else obs_dim
-            self.qs = nn.ModuleList(
-                nn.Sequential(_mlp(width + act_dim, hidden_sizes, activation), nn.Linear(hidden_sizes[-1], 1))
-                for _ in range(2 if twin else 1))
-
-        def forward(self, obs: Any, actions: torch.Tensor) -> list[torch.Tensor]:
-            features = self.encoder(obs) if self.encoder is not None else obs
-            x = torch.cat([features, actions], dim=-1)
-            return [q(x)[:, 0] for q in self.qs]
-
-    return Critic()
 
 
 def image_actor_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
@@ -136,22 +105,16 @@ def squashed_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tens
     return torch.tanh(u), logp
 
 
-class NumpySquashedGaussian:
-    """The actor's actions in numpy, from its ``state_dict`` arrays (see the module docstring).
-
-    ``act`` returns the env's action (scaled to its bounds), the squashed action in [-1, 1]
-    (what the replay buffer keeps) and zeros for an on-policy learner's log-probabilities and
-    values. ``load_weights`` takes the arrays and ``"__uniform__"``: 1 while the trainer wants
-    uniformly random actions (before learning starts)."""
+class NumpySquashedGaussian(BoxActions):
+    """The actor's actions in numpy, from its ``state_dict`` arrays (see the module docstring and
+    ``BoxActions``): exploring, the squashed Gaussian's samples, else its squashed mean.
+    ``load_weights`` takes the arrays and ``"__uniform__"``: 1 while the trainer wants uniformly
+    random actions (before learning starts)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str,
                  low: np.ndarray, high: np.ndarray, action_shape: tuple[int, ...],
                  arrays: dict[str, np.ndarray] | None = None, observation_space: Any = None) -> None:
-        self.act_dim, self.activation, self.action_shape = act_dim, activation, tuple(action_shape)
-        # Observations as the env gives them, flattened to float here (None: they come flat).
-        self._flat = ObsSpace(observation_space).flat_numpy if observation_space is not None else None
-        self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
-        self.uniform = True
+        super().__init__(act_dim, activation, low, high, action_shape, observation_space)
         if arrays is not None:
             self._use(arrays)
 
@@ -166,29 +129,14 @@ class NumpySquashedGaussian:
 
     def mean_log_std(self, obs: Obs) -> tuple[np.ndarray, np.ndarray]:
         """The pre-squash Gaussian's mean and (clamped) log std."""
-        flat = obs if self._flat is None else self._flat(obs)
-        h = mlp(np.asarray(flat, dtype=np.float32), self._body, self.activation)
+        h = mlp(self.flat(obs), self._body, self.activation)
         return linear(h, self._mean), np.clip(linear(h, self._log_std), LOG_STD_MIN, LOG_STD_MAX)
 
-    def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
-
-    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
-            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        n = batch_size(obs)
-        if explore and self.uniform:
-            squashed = rng.uniform(-1.0, 1.0, size=(n, self.act_dim)).astype(np.float32)
-        else:
-            u, log_std = self.mean_log_std(obs)
-            if explore:
-                u = u + np.exp(log_std) * rng.standard_normal(u.shape, dtype=np.float32)
-            squashed = np.tanh(u)
-        env_actions = (self.low + (squashed + 1) * 0.5 * (self.high - self.low)).reshape((n,) + self.action_shape)
-        zeros = np.zeros(n, dtype=np.float32)
-        return env_actions, squashed, zeros, zeros
-
-    def value(self, obs: Obs) -> np.ndarray:
-        return np.zeros(batch_size(obs), dtype=np.float32)
+    def scaled(self, obs: Obs, rng: np.random.Generator, explore: bool) -> np.ndarray:
+        u, log_std = self.mean_log_std(obs)
+        if explore:
+            u = u + np.exp(log_std) * rng.standard_normal(u.shape, dtype=np.float32)
+        return np.tanh(u)
 
 
 def make_numpy_squashed_gaussian(**kwargs: Any) -> NumpySquashedGaussian:
@@ -205,17 +153,13 @@ def make_module_actor(model: Any, model_config: dict[str, Any], observation_spac
     Box: ``forward(obs)`` returns ``dist_inputs`` of shape (batch, 2 x action dims), the means
     then the log stds (or ``(dist_inputs, value)``, the value unused), on observations shaped as
     the space's; here they are the pre-squash Gaussian's. The critics stay built-in MLPs."""
-    import torch
     from torch import nn
 
-    from algorithms.models.contract import _name
-
     act_dim = int(np.prod(action_space.shape))
-    where = f"config key 'model' ({_name(model)})"
-    module = model(observation_space, action_space, dict(model_config))
-    if not isinstance(module, nn.Module):
-        raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
-                         f"torch.nn.Module, got {type(module).__name__}")
+    module = checked_module(
+        model, model_config, observation_space, action_space, 2 * act_dim,
+        f"SAC's forward(obs) must return dist_inputs of shape (batch, {2 * act_dim}): the means, then the "
+        f"log stds, of the {act_dim} actions of {action_space} (or a (dist_inputs, value) pair)")
 
     class ModuleActor(nn.Module):
         def __init__(self) -> None:
@@ -224,26 +168,9 @@ def make_module_actor(model: Any, model_config: dict[str, Any], observation_spac
 
         def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
             """``obs``: the model's input (``ObsSpace.model_input``)."""
-            out = self.module(obs)
-            dist_inputs = out[0] if isinstance(out, (tuple, list)) else out
+            dist_inputs = first_output(self.module(obs))
             return dist_inputs[:, :act_dim], dist_inputs[:, act_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
 
-    expected = (f"SAC's forward(obs) must return dist_inputs of shape (batch, {2 * act_dim}): the means, then the "
-                f"log stds, of the {act_dim} actions of {action_space} (or a (dist_inputs, value) pair)")
-    samples = ObsSpace(observation_space).model_input(
-        to_tensors(batch_of(observation_space, [observation_space.sample() for _ in range(2)]), "cpu"))
-    try:
-        with torch.no_grad():
-            out = module(samples)
-    except Exception as exc:
-        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape "
-                         f"{tree_map(lambda leaf: tuple(leaf.shape), samples)}: "
-                         f"{type(exc).__name__}: {exc}") from exc
-    dist_inputs = out[0] if isinstance(out, (tuple, list)) and out else out
-    if not isinstance(dist_inputs, torch.Tensor) or tuple(dist_inputs.shape) != (2, 2 * act_dim):
-        got = (f"a tensor of shape {tuple(dist_inputs.shape)}" if isinstance(dist_inputs, torch.Tensor)
-               else type(dist_inputs).__name__)
-        raise ValueError(f"{where}: {expected}; got {got} for a batch of 2")
     return ModuleActor()
 
 
@@ -280,39 +207,16 @@ def make_torch_squashed_gaussian(model: Any, model_config: dict[str, Any], obser
     return TorchSquashedGaussian(actor, act_dim, low, high, action_shape, observation_space)
 
 
-class SACPolicy:
-    """The learner's actor, critics, target critics and temperature; acts (for in-process
-    sampling) in numpy on the actor's parameters (views on a CPU, a copy refreshed at every
-    publication on a GPU)."""
+class SACPolicy(ActorCriticPolicy):
+    """The learner's actor, critics, target critics and temperature (see ``ActorCriticPolicy``)."""
 
     def __init__(self, actor: Any, critic: Any, target: Any, log_alpha: Any, numpy_kwargs: dict[str, Any],
                  device: str, builtin: bool = True) -> None:
-        self.actor, self.critic, self.target, self.log_alpha = actor, critic, target, log_alpha
-        self.numpy_kwargs, self.device = numpy_kwargs, device
-        self.builtin = builtin
-        self.obs_space = ObsSpace(numpy_kwargs["observation_space"])
-        from algorithms.data.observations import has_image
-
-        self.image_critics = has_image(numpy_kwargs["observation_space"])
+        super().__init__(actor, critic, numpy_kwargs, device, builtin)
+        self.target, self.log_alpha = target, log_alpha
         bounds = {k: numpy_kwargs[k] for k in ("act_dim", "low", "high", "action_shape", "observation_space")}
         self._numpy = (NumpySquashedGaussian(**numpy_kwargs, arrays=self._arrays()) if builtin
                        else TorchSquashedGaussian(actor, **bounds, device=device))
-
-    def critic_input(self, obs: Any) -> Any:
-        """A batch of observations as the critics take it: as the model contract gives it when
-        they encode images, else flattened."""
-        return self.obs_space.model_input(obs) if self.image_critics else self.obs_space.flat_torch(obs)
-
-    def actor_input(self, obs: Any) -> Any:
-        """A batch of observations (tensors, the env's dtypes) as the actor takes it: flattened
-        for the built-in MLP, as the model contract says for a module of one's own."""
-        return self.obs_space.flat_torch(obs) if self.builtin else self.obs_space.model_input(obs)
-
-    def _arrays(self) -> dict[str, np.ndarray]:
-        return {name: p.detach().cpu().numpy() for name, p in self.actor.state_dict().items()}
-
-    def parameters(self) -> Iterator[torch.nn.Parameter]:
-        return self.actor.parameters()
 
     def state_dict(self) -> dict[str, Any]:
         """Everything but the target critics (the learner's state): actor, critics, temperature."""
@@ -341,16 +245,6 @@ class SACPolicy:
             self.refresh()
         return {**{k: np.array(v) for k, v in self._arrays().items()},
                 "__uniform__": np.asarray(self._numpy.uniform, dtype=np.float32)}
-
-    def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
-
-    def act(self, obs: np.ndarray, rng: np.random.Generator, explore: bool = True,
-            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        return self._numpy.act(obs, rng, explore=explore)
-
-    def value(self, obs: Obs) -> np.ndarray:
-        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,37 +279,14 @@ class SAC(OffPolicyTrainer):
 
     # -- building ------------------------------------------------------------------------------
     def _numpy_kwargs(self, observation_space: Any, action_space: Any) -> dict[str, Any]:
-        import gymnasium as gym
-
-        if not isinstance(action_space, gym.spaces.Box) or not (
-                np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ValueError(f"config key 'env': SAC needs a bounded Box action space, this env has {action_space}")
-        c = self.cfg  # a model callable builds the actor; the critics are built-in MLPs either way
-        sizes = c["model"] if not callable(c["model"]) else {"hidden_sizes": c["hidden_sizes"], "activation": c["activation"]}
-        return {"obs_dim": ObsSpace(observation_space).flat_dim, "observation_space": observation_space,
-                "act_dim": int(np.prod(action_space.shape)),
-                "hidden_sizes": list(sizes["hidden_sizes"]), "activation": sizes["activation"],
-                "low": action_space.low.reshape(-1).astype(np.float32),
-                "high": action_space.high.reshape(-1).astype(np.float32), "action_shape": tuple(action_space.shape)}
+        return box_action_layout(self._name, self.cfg, observation_space, action_space)
 
     def build_policy(self, observation_space: Any, action_space: Any) -> tuple[Any, Callable[..., Any], dict[str, Any]]:
         import torch
 
-        from algorithms.data.observations import has_image
-
         c = self.cfg
         kwargs = self._numpy_kwargs(observation_space, action_space)
-        sizes = dict(obs_dim=kwargs["obs_dim"], act_dim=kwargs["act_dim"], hidden_sizes=kwargs["hidden_sizes"],
-                     activation=kwargs["activation"])
-        model, model_config = c["model"], dict(c["model_config"])
-        cnn = model["cnn"] if not callable(model) else "auto"
-        images = has_image(observation_space)
-        if not callable(model) and images:  # a CNN: the module path, in torch everywhere
-            model, model_config = image_actor_model, {"hidden_sizes": sizes["hidden_sizes"],
-                                                      "activation": sizes["activation"], "cnn": cnn}
-        # critics on images get the space's encoder (and observations as the model contract gives them)
-        critic_sizes = {**sizes, "twin": c["twin_q"], "observation_space": observation_space if images else None,
-                        "cnn": cnn}
+        sizes, model, model_config, critic_sizes = network_options(c, kwargs, observation_space, image_actor_model)
         with torch.random.fork_rng(devices=[]):  # seeded init, the global RNG left alone
             torch.manual_seed(self.seed)
             if callable(model):
@@ -481,13 +352,13 @@ class SAC(OffPolicyTrainer):
         qs = policy.critic(obs, actions)
         q_losses = [torch.nn.functional.mse_loss(q, y) for q in qs]
         critic_loss = 0.5 * sum(q_losses[1:], q_losses[0])
-        self._step("critic", critic_loss, policy.critic)
+        self.step_optimizer("critic", critic_loss, policy.critic)
         # actor: the soft policy improvement step, through the updated critics (held fixed: their
         # weights' gradients would be thrown away, and they are a third of the update's work)
         policy.critic.requires_grad_(False)
         q_pi = torch.stack(policy.critic(obs, pi_actions)).min(0).values
         actor_loss = (alpha * logp - q_pi).mean()
-        self._step("actor", actor_loss, policy.actor)
+        self.step_optimizer("actor", actor_loss, policy.actor)
         policy.critic.requires_grad_(True)
         with torch.no_grad():
             for t, p in zip(policy.target.parameters(), policy.critic.parameters()):
@@ -495,15 +366,6 @@ class SAC(OffPolicyTrainer):
         return {"actor_loss": actor_loss.detach(), "critic_loss": critic_loss.detach(),
                 "alpha_loss": alpha_loss.detach(), "alpha": alpha, "q_mean": qs[0].detach().mean(),
                 "entropy": -logp.detach().mean()}
-
-    def _step(self, name: str, loss: Any, module: Any) -> None:
-        import torch
-
-        self.optimizers[name].zero_grad(set_to_none=True)
-        loss.backward()
-        if self.cfg["max_grad_norm"] is not None:
-            torch.nn.utils.clip_grad_norm_(module.parameters(), self.cfg["max_grad_norm"])
-        self.optimizer_steps[name]()
 
     def after_round(self) -> None:
         # uniformly random actions until learning starts (SB3's learning_starts)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import DQN, PPO, SAC, register_env
+from algorithms import DQN, PPO, SAC, TD3, register_env
 from algorithms.data.observations import ObsSpace, batch_of, check_supported, to_tensors
 from algorithms.sampling.rollout_worker import RolloutWorker
 
@@ -57,11 +57,14 @@ TINY = {"PPO": {"num_envs_per_worker": 2, "train_batch_size": 32, "minibatch_siz
                 "train_freq": 8, "min_sample_timesteps_per_iteration": 32, "replay_buffer_config": {"capacity": 64}},
         "SAC": {"num_envs_per_worker": 2, "num_steps_sampled_before_learning_starts": 16, "train_batch_size": 8,
                 "train_freq": 8, "min_sample_timesteps_per_iteration": 32, "replay_buffer_config": {"capacity": 64}}}
-TRAINERS = {"PPO": PPO, "DQN": DQN, "SAC": SAC}
+TINY["TD3"] = TINY["SAC"]
+TRAINERS = {"PPO": PPO, "DQN": DQN, "SAC": SAC, "TD3": TD3}
+#: (trainer, sampling mode) pairs run with rollout actors: TD3 samples as SAC does, but for its actor
+WITH_ROLLOUT_ACTORS = [(t, m) for t in ("DQN", "PPO", "SAC") for m in ("sync", "streams", "requests")] + [("TD3", "sync")]
 
 
 def _config(trainer: str, obs: str, **extra):
-    actions = "box" if trainer == "SAC" else "discrete"
+    actions = "box" if trainer in ("SAC", "TD3") else "discrete"
     return {"env": "space-env", "env_config": {"obs": obs, "actions": actions}, "seed": 0, **TINY[trainer], **extra}
 
 
@@ -120,8 +123,7 @@ def test_every_space_learns_in_process(trainer, obs):
 
 
 @pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize("mode", ["sync", "streams", "requests"])
-@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+@pytest.mark.parametrize("trainer, mode", WITH_ROLLOUT_ACTORS)
 def test_every_kind_of_space_learns_with_rollout_actors(trainer, mode):
     sampling = {"sync": {"sample_async": False}, "streams": {"sample_async": True},
                 "requests": {"sample_async": True, "max_requests_in_flight_per_worker": 2}}[mode]

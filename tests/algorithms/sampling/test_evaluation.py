@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from algorithms import DQN, PPO, SAC, register_env
+from algorithms import DQN, PPO, SAC, TD3, register_env
 from algorithms.core.agent import play
 from algorithms.sampling.evaluation import EVAL_SEED_LOW, evaluation_seeds
 
@@ -17,6 +17,7 @@ TRAINERS = {
     "PPO": (PPO, "CartPole-v1", {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 2}),
     "DQN": (DQN, "CartPole-v1", OFF_POLICY),
     "SAC": (SAC, "Pendulum-v1", OFF_POLICY),
+    "TD3": (TD3, "Pendulum-v1", OFF_POLICY),
 }
 
 
@@ -104,7 +105,7 @@ def test_an_evaluation_env_config_with_other_spaces_is_one_error_naming_it():
 
 
 @pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize("name", ["PPO", "SAC"])
+@pytest.mark.parametrize("name", ["PPO", "SAC", "TD3"])
 def test_evaluation_actors_play_the_same_episodes_as_the_learners_process(name, tmp_path):
     cls, env, small = TRAINERS[name]
     config = {"env": env, "seed": 5, "num_envs_per_worker": 2, **small, "evaluation_interval": 1,
