@@ -1,4 +1,4 @@
-"""DQN on CartPole-v1 and SAC on Pendulum-v1: env steps and wall time until a return rule holds,
+"""DQN on CartPole-v1, SAC and TD3 on Pendulum-v1: env steps and wall time until a return rule holds,
 ours next to Stable-Baselines3 with rl-zoo's hyperparameters, in the same run.
 
 The rules (the acceptance of the off-policy trainers), each on every seed (default 0, 1, 2):
@@ -7,6 +7,7 @@ The rules (the acceptance of the off-policy trainers), each on every seed (defau
   100,000 env steps.
 * SAC, Pendulum-v1: the mean return of the last 10 completed episodes reaches -200 within
   20,000 env steps (ours: ``metrics_num_episodes_for_smoothing=10``).
+* TD3, Pendulum-v1: the same rule as SAC's.
 
 and ours at least as sample-efficient as SB3 (median env steps to the rule, ours / SB3 <= 1) and
 faster (median wall time to the rule, SB3 / ours > 1). Per seed the script prints the env steps at
@@ -59,7 +60,20 @@ SAC (rl-zoo Pendulum-v1: learning_rate 1e-3, n_timesteps 20,000; SB3's defaults 
   net_arch [256, 256] relu, twin critics        hidden_sizes, activation, twin_q True
   Adam (eps 1e-8), no gradient clipping         optimizer_config {"eps": 1e-8}, max_grad_norm None
 
-Within an update both use the temperature from before that update's temperature step in the
+TD3 (rl-zoo Pendulum-v1: gamma 0.98, buffer 200,000, learning_starts 10,000, Gaussian action
+noise of std 0.1, learning_rate 1e-3, net_arch [400, 300], 20,000 steps; one update per env step,
+where rl-zoo's file makes them at each episode's end: the same count; SB3's defaults otherwise)
+  learning_rate 1e-3 (actor, critics)           lr
+  buffer_size 2e5, learning_starts 10,000       replay_buffer_config, num_steps_sampled_before_learning_starts
+  batch_size 256, tau 0.005, gamma 0.98         train_batch_size, tau, gamma
+  train_freq 1, gradient_steps 1                train_freq, gradient_steps
+  policy_delay 2, target_policy_noise 0.2,      policy_delay, target_noise, target_noise_clip,
+    target_noise_clip 0.5                         smooth_target_policy True
+  NormalActionNoise(0, 0.1)                     exploration_config {"stddev": 0.1}
+  net_arch [400, 300] relu, twin critics        hidden_sizes, activation, twin_q True
+  Adam (eps 1e-8), no gradient clipping         optimizer_config {"eps": 1e-8}, max_grad_norm None
+
+Within an SAC update both use the temperature from before that update's temperature step in the
 critic and actor losses.
 
 Both count env steps the same way: transitions (SB3's ``num_timesteps`` with one env; ours'
@@ -106,6 +120,7 @@ is learned), so both are checked at the same env steps.
     python benchmarks/off_policy.py --algos dqn --dqn-ours own   # 3-step targets and lr 6.3e-4 for both
     python benchmarks/off_policy.py --algos dqn --dqn-ours defaults --seeds 10,11,12  # our defaults, SB3 rl-zoo's
     python benchmarks/off_policy.py --algos sac --sac-n-step 3   # SAC with 3-step targets, both systems
+    python benchmarks/off_policy.py --algos td3              # TD3 against SB3's, 3 seeds
     python benchmarks/off_policy.py --algos dqn --seeds 0    # one seed of DQN
     python benchmarks/off_policy.py --no-sb3 --quick         # ours only, tiny budgets (the smoke test)
 """
@@ -158,6 +173,25 @@ SAC_ZOO: dict[str, Any] = {
     "ent_coef": "auto",
     "target_entropy": "auto",
     "policy_kwargs": {"net_arch": [256, 256]},
+}
+
+#: rl-zoo's TD3 Pendulum-v1 hyperparameters, SB3's defaults written out; ``action_noise_std``
+#: becomes SB3's ``NormalActionNoise`` (run_sb3) and our ``exploration_config``.
+TD3_ZOO: dict[str, Any] = {
+    "learning_rate": 1e-3,
+    "buffer_size": 200_000,
+    "learning_starts": 10_000,
+    "gamma": 0.98,
+    "action_noise_std": 0.1,
+    "train_freq": 1,
+    "gradient_steps": 1,
+    "policy_kwargs": {"net_arch": [400, 300]},
+    # SB3 defaults
+    "batch_size": 256,
+    "tau": 0.005,
+    "policy_delay": 2,
+    "target_policy_noise": 0.2,
+    "target_noise_clip": 0.5,
 }
 
 #: ``--dqn-ours own``, for both systems: chosen by a sweep of our own (lr 6.3e-4 / 2.3e-3 x n_step
@@ -232,6 +266,36 @@ def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
     }
 
 
+def ours_td3_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """Our TD3 config doing what SB3's ``TD3(**hp)`` does (``total_steps`` changes nothing here)."""
+    return {
+        "env": "Pendulum-v1",
+        "num_workers": 0,
+        "num_envs_per_worker": 1,
+        "lr": hp["learning_rate"],
+        "replay_buffer_config": {"capacity": hp["buffer_size"]},
+        "num_steps_sampled_before_learning_starts": hp["learning_starts"],
+        "train_batch_size": hp["batch_size"],
+        "tau": hp["tau"],
+        "gamma": hp["gamma"],
+        "train_freq": hp["train_freq"],
+        "gradient_steps": hp["gradient_steps"],
+        "twin_q": True,
+        "policy_delay": hp["policy_delay"],
+        "smooth_target_policy": True,
+        "target_noise": hp["target_policy_noise"],
+        "target_noise_clip": hp["target_noise_clip"],
+        "exploration_config": {"type": "GaussianNoise", "stddev": hp["action_noise_std"]},
+        "hidden_sizes": list(hp["policy_kwargs"]["net_arch"]),
+        "activation": "relu",
+        "max_grad_norm": None,
+        "optimizer": "adam",
+        "optimizer_config": {"eps": SB3_ADAM_EPS},
+        "metrics_num_episodes_for_smoothing": 10,
+        "min_sample_timesteps_per_iteration": 200,  # an iteration ends at each Pendulum episode's end
+    }
+
+
 def ours_dqn_defaults_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
     """``--dqn-ours defaults``: our DQN with its own defaults, on one env in the learner's process,
     the rule checked every ``hp["train_freq"]`` env steps (SB3's round) over 100 episodes."""
@@ -265,18 +329,20 @@ SPECS: dict[str, Spec] = {
                 {"learning_starts": 0, "train_freq": 64, "gradient_steps": 8}, 128),
     "sac": Spec("SAC", "Pendulum-v1", -200.0, 10, 20_000, SAC_ZOO, ours_sac_config,
                 {"learning_starts": 0}, 16),
+    "td3": Spec("TD3", "Pendulum-v1", -200.0, 10, 20_000, TD3_ZOO, ours_td3_config,
+                {"learning_starts": 0}, 16),
 }
 #: --quick: step caps that run ours through its first updates in a few seconds (no rule can hold).
-QUICK_STEPS = {"dqn": 2048, "sac": 400}
+QUICK_STEPS = {"dqn": 2048, "sac": 400, "td3": 400}
 
 
 def run_ours(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve: bool,
              hp: dict[str, Any] | None = None, warmup: bool = False) -> dict[str, Any]:
     import torch
 
-    from algorithms import DQN, SAC
+    from algorithms import DQN, SAC, TD3
 
-    cls = {"DQN": DQN, "SAC": SAC}[spec.name]
+    cls = {"DQN": DQN, "SAC": SAC, "TD3": TD3}[spec.name]
     config = {**spec.ours(hp or spec.zoo, max_steps), "seed": seed,
               "num_cpus_for_learner": float(threads)}
     if warmup:  # a few steps, with updates
@@ -360,6 +426,11 @@ def run_sb3(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve: 
     torch.set_num_threads(threads)
     start = time.perf_counter()
     env = make_vec_env(spec.env, n_envs=1, seed=seed)
+    if "action_noise_std" in hp:
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        width = int(np.prod(env.action_space.shape))
+        hp["action_noise"] = NormalActionNoise(np.zeros(width), hp.pop("action_noise_std") * np.ones(width))
     model = cls("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hp)
     callback = RuleCallback()
     model.learn(total_timesteps=max_steps, callback=callback)
@@ -522,7 +593,7 @@ def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: in
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--algos", default="dqn,sac", help="comma-separated: dqn, sac (default both)")
+    parser.add_argument("--algos", default="dqn,sac", help="comma-separated: dqn, sac, td3 (default dqn,sac)")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--no-sb3", action="store_true", help="only ours")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of both systems (default 1)")
@@ -540,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="SAC's step cap (default 20000)")
     parser.add_argument("--sac-n-step", type=int, default=1,
                         help="SAC's n-step targets for both systems (SB3's n_steps, our n_step; default 1, rl-zoo's)")
+    parser.add_argument("--td3-max-steps", type=int, default=SPECS["td3"].max_steps,
+                        help="TD3's step cap (default 20000)")
     parser.add_argument("--stop-at-solve", action=argparse.BooleanOptionalAction, default=True,
                         help="both stop when their rule holds (default); --no-stop-at-solve: both run to the cap")
     parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
@@ -557,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds: comma-separated ints, got {args.seeds!r}")
     if args.threads < 1:
         parser.error(f"--threads: must be >= 1, got {args.threads}")
-    caps = {"dqn": args.dqn_max_steps, "sac": args.sac_max_steps}
+    caps = {"dqn": args.dqn_max_steps, "sac": args.sac_max_steps, "td3": args.td3_max_steps}
     if args.quick:
         seeds, caps, args.warmup = seeds[:1], dict(QUICK_STEPS), False
     for algo, cap in caps.items():

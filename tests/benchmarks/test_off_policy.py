@@ -1,4 +1,4 @@
-"""The off-policy benchmark runs ours (DQN, SAC) on tiny budgets and prints its tables (its figures
+"""The off-policy benchmark runs ours (DQN, SAC, TD3) on tiny budgets and prints its tables (its figures
 are the benchmark's business, not this test's; SB3 is not installed here); its mapping of rl-zoo's
 hyperparameters onto our keys is a valid config of our trainers."""
 
@@ -23,13 +23,14 @@ def _module():
 
 
 def test_off_policy_benchmark_prints_our_rows_on_a_tiny_budget():
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--no-sb3"], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--no-sb3", "--algos", "dqn,sac,td3"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert "ours only" in out, out
     for name, env, window, target, cap in (("DQN", "CartPole-v1", 100, "400", "2,048"),
-                                           ("SAC", "Pendulum-v1", 10, "-200", "400")):
+                                           ("SAC", "Pendulum-v1", 10, "-200", "400"),
+                                           ("TD3", "Pendulum-v1", 10, "-200", "400")):
         assert f"=== {name} on {env}: solved = mean return of the last {window} episodes >= {target} within {cap} " \
                f"env steps" in out, out
         # the per-seed progress line: the run went to its cap, with the torch threads asked for
@@ -46,7 +47,7 @@ def test_off_policy_benchmark_prints_our_rows_on_a_tiny_budget():
 
 
 def test_zoo_hyperparameters_map_onto_valid_configs_of_ours():
-    from algorithms import DQN, SAC
+    from algorithms import DQN, SAC, TD3
 
     bench = _module()
     dqn = bench.ours_dqn_config(bench.DQN_ZOO, 100_000)
@@ -61,6 +62,11 @@ def test_zoo_hyperparameters_map_onto_valid_configs_of_ours():
     assert (sac["lr"], sac["metrics_num_episodes_for_smoothing"], sac["train_batch_size"]) == (1e-3, 10, 256)
     resolved = SAC.resolve_config(sac)
     assert resolved["replay_buffer_config"] == {"capacity": 1_000_000}
+    td3 = bench.ours_td3_config(bench.TD3_ZOO, 20_000)
+    resolved = TD3.resolve_config(td3)
+    assert (resolved["exploration_config"], resolved["policy_delay"], resolved["hidden_sizes"]) == (
+        {"type": "GaussianNoise", "stddev": 0.1}, 2, [400, 300])
+    assert (resolved["num_steps_sampled_before_learning_starts"], resolved["gamma"]) == (10_000, 0.98)
 
 
 def test_dqn_defaults_mode_runs_ours_with_its_own_defaults():
@@ -85,7 +91,7 @@ def test_dqn_defaults_mode_runs_ours_with_its_own_defaults():
 
 
 def test_off_policy_benchmark_rejects_bad_flags():
-    for args, message in ((["--algos", "dqn,ppo"], "--algos: unknown ['ppo'] (allowed: dqn, sac)"),
+    for args, message in ((["--algos", "dqn,ppo"], "--algos: unknown ['ppo'] (allowed: dqn, sac, td3)"),
                           (["--threads", "0"], "--threads: must be >= 1, got 0"),
                           (["--seeds", "a"], "--seeds: comma-separated ints, got 'a'"),
                           (["--dqn-schedule-steps", "0"], "--dqn-schedule-steps: must be >= 1, got 0")):
