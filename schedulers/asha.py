@@ -243,9 +243,12 @@ class _StoppingRule:
         pass
 
     def _cutoff(self, recorded: dict[str, float]) -> float | None:
-        if not recorded:
+        """The rung's cutoff: Ray Tune's ``nanpercentile`` of its scores; None while it holds
+        none but NaN (no episode has ended yet: nothing to cut on, and no numpy warning)."""
+        scores = [score for score in recorded.values() if not np.isnan(score)]
+        if not scores:
             return None
-        return np.nanpercentile(list(recorded.values()), (1 - 1 / self.asha._reduction_factor) * 100)
+        return float(np.percentile(scores, (1 - 1 / self.asha._reduction_factor) * 100))
 
     def _bracket_result(self, bracket: int, trial_id: str, time: float, score: float) -> str:
         """Ray Tune's ``_Bracket.on_result``: rungs scanned from the top down."""
