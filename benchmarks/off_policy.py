@@ -322,6 +322,8 @@ class Spec:
     warmup: dict[str, Any]  # hyperparameter changes of the untimed warm-up run
     warmup_steps: int
     note: str = ""  # printed under our config: what ours runs beyond it
+    n_envs: int = 1  # SB3's envs (make_vec_env's n_envs); our config says ours
+    round: str = ""  # what a round is, when it is not train_freq env steps and their updates
 
 
 SPECS: dict[str, Spec] = {
@@ -340,12 +342,12 @@ def run_ours(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve:
              hp: dict[str, Any] | None = None, warmup: bool = False) -> dict[str, Any]:
     import torch
 
-    from algorithms import DQN, SAC, TD3
+    from algorithms.core.names import trainer_class
 
-    cls = {"DQN": DQN, "SAC": SAC, "TD3": TD3}[spec.name]
+    cls = trainer_class(spec.name)
     config = {**spec.ours(hp or spec.zoo, max_steps), "seed": seed,
               "num_cpus_for_learner": float(threads)}
-    if warmup:  # a few steps, with updates
+    if warmup and "min_sample_timesteps_per_iteration" in cls.default_config():  # a few steps, with updates
         config["min_sample_timesteps_per_iteration"] = max_steps
         config["num_steps_sampled_before_learning_starts"] = 0
     start = time.perf_counter()
@@ -425,7 +427,7 @@ def run_sb3(spec: Spec, seed: int, max_steps: int, threads: int, stop_at_solve: 
     cls = getattr(stable_baselines3, spec.name)
     torch.set_num_threads(threads)
     start = time.perf_counter()
-    env = make_vec_env(spec.env, n_envs=1, seed=seed)
+    env = make_vec_env(spec.env, n_envs=spec.n_envs, seed=seed)
     if "action_noise_std" in hp:
         from stable_baselines3.common.noise import NormalActionNoise
 
@@ -525,15 +527,17 @@ def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: in
             stop_at_solve: bool, warmup: bool) -> None:
     import torch
 
+    round_text = spec.round or f"train_freq {spec.zoo['train_freq']} env steps and their updates"
     print(f"\n=== {spec.name} on {spec.env}: solved = mean return of the last {spec.window} episodes >= "
-          f"{spec.target:g} within {max_steps:,} env steps, checked after every round (train_freq "
-          f"{spec.zoo['train_freq']} env steps and their updates); seeds {','.join(map(str, seeds))}; "
+          f"{spec.target:g} within {max_steps:,} env steps, checked after every round ({round_text}); "
+          f"seeds {','.join(map(str, seeds))}; "
           f"{'both stop when solved' if stop_at_solve else 'both run to the cap'}")
     print(f"ours: {spec.name}(config={spec.ours(spec.zoo, max_steps)} + seed, num_cpus_for_learner={float(threads)})")
     if spec.note:
         print(spec.note)
     if sb3:
-        print(f"SB3:  {spec.name}('MlpPolicy', make_vec_env({spec.env!r}, n_envs=1, seed=s), seed=s, device='cpu', "
+        print(f"SB3:  {spec.name}('MlpPolicy', make_vec_env({spec.env!r}, n_envs={spec.n_envs}, seed=s), seed=s, "
+              f"device='cpu', "
               f"**{spec.zoo}).learn(total_timesteps={max_steps})")
     if warmup:  # untimed: imports, first kernels, gymnasium's env modules, for each system
         hp = {**spec.zoo, **spec.warmup}

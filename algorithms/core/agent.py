@@ -45,7 +45,7 @@ def read_agent_file(checkpoint_dir: str) -> tuple[str, dict[str, Any], list[str]
     without it is a ValueError saying what it is not."""
     path = os.path.join(checkpoint_dir, AGENT_FILE)
     if not os.path.exists(path):
-        raise ValueError(f"{checkpoint_dir} is not a checkpoint of one of our trainers (PPO, DQN, SAC, TD3, DDPG): "
+        raise ValueError(f"{checkpoint_dir} is not a checkpoint of one of our trainers (PPO, A2C, DQN, SAC, TD3, DDPG): "
                          f"it holds no {AGENT_FILE}")
     with open(path) as f:
         data = json.load(f)

@@ -1,4 +1,4 @@
-"""The trainers by name (``"PPO"``, ``"DQN"``, ``"SAC"``, ``"TD3"``, ``"DDPG"``), each imported on first use: a rollout
+"""The trainers by name (``"PPO"``, ``"A2C"``, ``"DQN"``, ``"SAC"``, ``"TD3"``, ``"DDPG"``), each imported on first use: a rollout
 actor imports ``algorithms`` for its worker class and must not pay for torch, which only learners need."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib
 from typing import Any
 
 #: The package of each trainer, by the name it is exported under.
-TRAINERS = {"PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac", "TD3": "algorithms.td3",
+TRAINERS = {"A2C": "algorithms.a2c", "PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac", "TD3": "algorithms.td3",
             "DDPG": "algorithms.td3"}
 
 

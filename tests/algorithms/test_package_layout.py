@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "algorithms"
-TRAINERS = ("ppo", "dqn", "sac", "td3")
+TRAINERS = ("a2c", "ppo", "dqn", "sac", "td3")
 ROLES = ("core", "sampling", "envs", "models", "data", "optim")
 
 

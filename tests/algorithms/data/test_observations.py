@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import DQN, PPO, SAC, TD3, register_env
+from algorithms import A2C, DQN, PPO, SAC, TD3, register_env
 from algorithms.data.observations import ObsSpace, batch_of, check_supported, to_tensors
 from algorithms.sampling.rollout_worker import RolloutWorker
 
@@ -58,9 +58,12 @@ TINY = {"PPO": {"num_envs_per_worker": 2, "train_batch_size": 32, "minibatch_siz
         "SAC": {"num_envs_per_worker": 2, "num_steps_sampled_before_learning_starts": 16, "train_batch_size": 8,
                 "train_freq": 8, "min_sample_timesteps_per_iteration": 32, "replay_buffer_config": {"capacity": 64}}}
 TINY["TD3"] = TINY["SAC"]
-TRAINERS = {"PPO": PPO, "DQN": DQN, "SAC": SAC, "TD3": TD3}
-#: (trainer, sampling mode) pairs run with rollout actors: TD3 samples as SAC does, but for its actor
-WITH_ROLLOUT_ACTORS = [(t, m) for t in ("DQN", "PPO", "SAC") for m in ("sync", "streams", "requests")] + [("TD3", "sync")]
+TINY["A2C"] = {"num_envs_per_worker": 2, "train_batch_size": 32}
+TRAINERS = {"PPO": PPO, "A2C": A2C, "DQN": DQN, "SAC": SAC, "TD3": TD3}
+#: (trainer, sampling mode) pairs run with rollout actors: TD3 samples as SAC does but for its actor,
+#: A2C as PPO does, synchronously only
+WITH_ROLLOUT_ACTORS = [(t, m) for t in ("DQN", "PPO", "SAC") for m in ("sync", "streams", "requests")] + [
+    ("TD3", "sync"), ("A2C", "sync")]
 
 
 def _config(trainer: str, obs: str, **extra):

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from algorithms import DQN, PPO, SAC, TD3, register_env
+from algorithms import A2C, DQN, PPO, SAC, TD3, register_env
 from algorithms.core.agent import play
 from algorithms.sampling.evaluation import EVAL_SEED_LOW, evaluation_seeds
 
@@ -15,6 +15,7 @@ OFF_POLICY = {"hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "t
               "learning_starts": 32, "train_batch_size": 32, "replay_buffer_config": {"capacity": 1000}}
 TRAINERS = {
     "PPO": (PPO, "CartPole-v1", {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 2}),
+    "A2C": (A2C, "CartPole-v1", {"train_batch_size": 64}),
     "DQN": (DQN, "CartPole-v1", OFF_POLICY),
     "SAC": (SAC, "Pendulum-v1", OFF_POLICY),
     "TD3": (TD3, "Pendulum-v1", OFF_POLICY),
