@@ -110,6 +110,10 @@ class OffPolicyTrainer(DistributedTrainer):
     def after_round(self) -> None:
         """After a round's updates, before its weights are published (target networks, exploration)."""
 
+    def make_replay_buffer(self, capacity: int, action_shape: tuple[int, ...], action_dtype: Any) -> ReplayBuffer:
+        """The replay buffer: uniform unless the subclass says otherwise."""
+        return ReplayBuffer(capacity, self.observation_space, action_shape, action_dtype)
+
     def step_optimizer(self, name: str, loss: Any, module: Any) -> None:
         """Back-propagate ``loss``, clip ``module``'s gradient to ``max_grad_norm`` (when set) and
         step the optimiser called ``name``."""
@@ -137,7 +141,7 @@ class OffPolicyTrainer(DistributedTrainer):
         # ``optimizer.step()`` without torch's per-call profiler range (algorithms/optim/optimizer_step.py)
         self.optimizer_steps = {name: lean_step(optimizer) for name, optimizer in self.optimizers.items()}
         shape, dtype = self.action_spec()
-        self.buffer = ReplayBuffer(c["replay_buffer_config"]["capacity"], self.observation_space, shape, dtype)
+        self.buffer = self.make_replay_buffer(c["replay_buffer_config"]["capacity"], shape, dtype)
         self._assemble: NStepTransitions | None = None
         self.replay_rng = np.random.default_rng([self.seed, 2])
         self.torch_rng = torch.Generator(device=self.device).manual_seed(self.seed)

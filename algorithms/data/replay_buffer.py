@@ -169,8 +169,9 @@ class ReplayBuffer:
         """What one stored transition takes (observation, action, reward, next observation, discount)."""
         return sum(nbytes(index(value, slice(None, 1))) for value in self.data.values())
 
-    def add(self, batch: dict[str, Any]) -> None:
-        """Append transitions, overwriting the oldest once full."""
+    def add(self, batch: dict[str, Any]) -> np.ndarray:
+        """Append transitions, overwriting the oldest once full; returns the slots they took (of
+        the newest ``capacity`` of them, when more came)."""
         n = len(batch["rewards"])
         if n > self.capacity:  # only the newest fit
             batch = {k: index(v, slice(-self.capacity, None)) for k, v in batch.items()}
@@ -180,6 +181,7 @@ class ReplayBuffer:
             tree_map(lambda store, rows: store.__setitem__(idx, rows), self.data[key], batch[key])  # noqa: B023
         self._next = (self._next + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+        return idx
 
     def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, Any]:
         """``batch_size`` transitions drawn uniformly, with replacement."""
@@ -188,9 +190,13 @@ class ReplayBuffer:
         idx = rng.integers(0, self.size, size=batch_size)
         return {key: index(self.data[key], idx) for key in FIELDS}
 
+    def _order(self) -> np.ndarray:
+        """The filled slots in insertion order, oldest first."""
+        return (self._next - self.size + np.arange(self.size)) % self.capacity
+
     def state(self) -> dict[str, Any]:
         """The buffer's content in insertion order (for checkpoints), oldest first."""
-        order = (self._next - self.size + np.arange(self.size)) % self.capacity
+        order = self._order()
         return {"capacity": self.capacity, **{key: index(self.data[key], order) for key in FIELDS}}
 
     def clear(self) -> None:

@@ -28,6 +28,8 @@ from algorithms.models.numpy_mlp import linear, linear_layers, mlp
 from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
 from algorithms.core.common_config import check
+from algorithms.data.prioritized_replay import PrioritizedReplayBuffer
+from algorithms.data.replay_buffer import ReplayBuffer
 from schedulers.validation import is_int, is_number
 
 if TYPE_CHECKING:
@@ -57,6 +59,12 @@ DQN_DEFAULTS: dict[str, Any] = {
     # choice: examples/dqn_defaults_sweep.py). SAC keeps 1-step targets (OFF_POLICY_DEFAULTS).
     "n_step": 3,
     "per_worker_exploration": True,  # Ape-X: rollout actor i of N explores with epsilon ** (1 + 7 (i-1)/(N-1))
+    # prioritized replay (Schaul et al. 2016, proportional; RLlib's keys and defaults): transitions
+    # drawn in proportion to |TD error| ** alpha, each update weighted by (N P(i)) ** -beta
+    "prioritized_replay": False,
+    "prioritized_replay_alpha": 0.6,
+    "prioritized_replay_beta": 0.4,
+    "prioritized_replay_eps": 1e-6,
     # the built-in network (shorthands of model={"hidden_sizes": ..., "activation": ...})
     "hidden_sizes": [256, 256],
     "activation": "relu",
@@ -327,7 +335,8 @@ class DQN(OffPolicyTrainer):
 
     _name = "DQN"
     _defaults = DQN_DEFAULTS
-    _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("dueling",)
+    _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("dueling", "prioritized_replay", "prioritized_replay_alpha",
+                                                      "prioritized_replay_eps")
     _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
     _takes_model_callable = True
 
@@ -337,8 +346,12 @@ class DQN(OffPolicyTrainer):
         freq = c["target_network_update_freq"]
         check(is_int(freq) and freq >= 1, "target_network_update_freq", "must be an int >= 1 (env steps)", freq)
         check(is_number(c["tau"]) and 0 < c["tau"] <= 1, "tau", "must be in (0, 1]", c["tau"])
-        for key in ("double_q", "dueling", "per_worker_exploration"):
+        for key in ("double_q", "dueling", "per_worker_exploration", "prioritized_replay"):
             check(isinstance(c[key], bool), key, "must be True or False", c[key])
+        alpha, beta, eps = (c[f"prioritized_replay_{k}"] for k in ("alpha", "beta", "eps"))
+        check(is_number(alpha) and alpha >= 0, "prioritized_replay_alpha", "must be a number >= 0", alpha)
+        check(is_number(beta) and 0 <= beta <= 1, "prioritized_replay_beta", "must be in [0, 1]", beta)
+        check(is_number(eps) and eps > 0, "prioritized_replay_eps", "must be a number > 0", eps)
         _, values = schedule_points(c["epsilon"], "epsilon")
         check(all(0 <= v <= 1 for v in values), "epsilon", "values must be in [0, 1]", c["epsilon"])
 
@@ -433,13 +446,22 @@ class DQN(OffPolicyTrainer):
             # discounts: gamma ** n for the n steps taken, 0 where the episode terminated
             y = batch["rewards"] + batch["discounts"] * next_value
         q = policy.q(network, batch["obs"]).gather(-1, batch["actions"][:, None])[:, 0]
-        loss = torch.nn.functional.smooth_l1_loss(q, y)
-        self.optimizers["q"].zero_grad(set_to_none=True)
-        loss.backward()
-        if c["max_grad_norm"] is not None:
-            torch.nn.utils.clip_grad_norm_(network.parameters(), c["max_grad_norm"])
-        self.optimizer_steps["q"]()
+        losses = torch.nn.functional.smooth_l1_loss(q, y, reduction="none")
+        if "weights" in batch:  # prioritized replay: the draw's bias corrected, the priorities renewed
+            loss = (batch["weights"] * losses).mean()
+            self.buffer.update_priorities(batch["indices"].cpu().numpy(), (q - y).detach().cpu().numpy())
+        else:
+            loss = losses.mean()
+        self.step_optimizer("q", loss, network)
         return {"td_loss": loss.detach(), "q_mean": q.detach().mean()}
+
+    def make_replay_buffer(self, capacity: int, action_shape: tuple[int, ...], action_dtype: Any) -> ReplayBuffer:
+        c = self.cfg
+        if not c["prioritized_replay"]:
+            return super().make_replay_buffer(capacity, action_shape, action_dtype)
+        return PrioritizedReplayBuffer(capacity, self.observation_space, action_shape, action_dtype,
+                                       alpha=float(c["prioritized_replay_alpha"]),
+                                       beta=float(c["prioritized_replay_beta"]), eps=float(c["prioritized_replay_eps"]))
 
     def after_round(self) -> None:
         if self.env_steps_total - self.last_target_update >= self.cfg["target_network_update_freq"]:
@@ -454,6 +476,11 @@ class DQN(OffPolicyTrainer):
 
     def step(self) -> dict[str, Any]:
         return {**super().step(), "epsilon": float(self.policy.epsilons[0])}
+
+    def reset_algorithm_config(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        super().reset_algorithm_config(old, new)
+        if isinstance(self.buffer, PrioritizedReplayBuffer):
+            self.buffer.beta = float(new["prioritized_replay_beta"])
 
     # -- state ---------------------------------------------------------------------------------
     def learner_state(self) -> dict[str, Any]:
