@@ -581,7 +581,7 @@ def compare(algo: str, spec: Spec, seeds: list[int], max_steps: int, threads: in
              f"{pmed['total']:>11.1f}  {_ratio(pmed['wall'], med['wall'], '.2f', 'x'):>13} "
              f"{_ratio(med['steps'], pmed['steps'], '.2f'):>14}" if pmed else
              f"{'-':>16} {'-':>10} {'-':>11}  {'-':>13} {'-':>14}"))
-    if sb3 and spec.zoo["train_freq"] > 1:
+    if sb3 and spec.zoo.get("train_freq", 1) > 1:
         print("SB3's steps if the rule were checked at every episode end (inside a round, finer than ours): "
               + ", ".join(f"seed {s}: {'-' if p['episode_steps'] is None else format(p['episode_steps'], ',')}"
                           for s, p in zip(seeds, peers)))

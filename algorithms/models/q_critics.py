@@ -38,8 +38,15 @@ def make_critic(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation:
                 for _ in range(2 if twin else 1))
 
         def forward(self, obs: Any, actions: torch.Tensor) -> list[torch.Tensor]:
-            features = self.encoder(obs) if self.encoder is not None else obs
-            x = torch.cat([features, actions], dim=-1)
+            x = self._input(obs, actions)
             return [q(x)[:, 0] for q in self.qs]
+
+        def first(self, obs: Any, actions: torch.Tensor) -> torch.Tensor:
+            """The first critic's Q(s, a) alone (TD3's actor loss: the second one's would go unused)."""
+            return self.qs[0](self._input(obs, actions))[:, 0]
+
+        def _input(self, obs: Any, actions: torch.Tensor) -> torch.Tensor:
+            features = self.encoder(obs) if self.encoder is not None else obs
+            return torch.cat([features, actions], dim=-1)
 
     return Critic()

@@ -342,7 +342,7 @@ class TD3(OffPolicyTrainer):
         # actor and targets: every policy_delay-th update (self.num_updates counts the updates before this one)
         if (self.num_updates + 1) % int(c["policy_delay"]) == 0:
             policy.critic.requires_grad_(False)  # its weights' gradients would be thrown away
-            actor_loss = -policy.critic(obs, policy.actor(actor_obs))[0].mean()
+            actor_loss = -policy.critic.first(obs, policy.actor(actor_obs)).mean()
             self.step_optimizer("actor", actor_loss, policy.actor)
             policy.critic.requires_grad_(True)
             tau = float(c["tau"])
