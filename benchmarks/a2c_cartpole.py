@@ -15,7 +15,7 @@ under our keys (``ours_a2c_config``):
 Both sample one batch of 8 x 5 env steps, then make one update, in one process (ours: the
 learner's, ``num_workers=0``); the rule is checked after each batch (SB3: at each rollout's end,
 timed at the next rollout's start; ours: each ``train()`` result). The comparison's machinery is
-``benchmarks/off_policy.py``'s (seeds interleaved, an untimed warm-up of each, the same table).
+``benchmarks/peers/rule_race.py`` (seeds interleaved, an untimed warm-up of each, the same table).
 
     python benchmarks/a2c_cartpole.py                 # 3 seeds
     python benchmarks/a2c_cartpole.py --no-sb3 --quick   # ours only, a tiny budget (the smoke test)
@@ -29,10 +29,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from off_policy import Spec, compare  # noqa: E402 - benchmarks/ is a folder of scripts
+from benchmarks.peers.rule_race import Spec, compare  # noqa: E402 - after the path is set
 
 #: rl-zoo's A2C CartPole-v1 hyperparameters (SB3's names), SB3's defaults that matter made explicit.
 A2C_ZOO: dict[str, Any] = {
