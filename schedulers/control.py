@@ -33,6 +33,7 @@ class TrialControl(abc.ABC):
     must do. The driver wraps each ``on_trial_result`` call in :meth:`deciding`."""
 
     _deciding: Any = None
+    _replaying = False
 
     # -- what a driver supplies ---------------------------------------------------------------
     @abc.abstractmethod
@@ -80,6 +81,16 @@ class TrialControl(abc.ABC):
         finally:
             self._deciding = None
 
+    @contextlib.contextmanager
+    def replaying(self) -> Iterator[None]:
+        """While a resumed sweep's scheduler is told the results stored after its last snapshot
+        (their decisions were acted on before the interruption, or are taken again)."""
+        self._replaying = True
+        try:
+            yield
+        finally:
+            self._replaying = False
+
     def get_live_trials(self) -> list[Any]:
         """The trials that have not ended (PENDING, RUNNING, PAUSED)."""
         return [t for t in self.get_trials() if t.status not in ENDED]
@@ -106,6 +117,10 @@ class TrialControl(abc.ABC):
         checkpoint with ``new_config``; False, and nothing changes, when the donor has none."""
         if (trial is not self._deciding and trial.status != TrialStatus.PAUSED and not self._pausing(trial)
                 and not self._runs_on_after_pause(trial)):
+            if self._replaying:
+                # Synchronous PBT replaying a sync point whose exploits were applied before the
+                # interruption: the trials it exploited ran on past it, as only an applied exploit lets them.
+                return False
             raise SchedulerProtocolError(
                 f"exploit_trial({trial.trial_id}): only the trial being decided or a PAUSED one")
         if not self._has_checkpoint(donor):

@@ -161,14 +161,15 @@ def replay(sweep: StoredSweep, control: TrialControl, scheduler: TrialScheduler,
     else:
         for trial in sweep.trials:
             scheduler.on_trial_add(control, trial)
-    for trial, result in sweep.replay:
-        trial.last_flat_result = flat = flat_result(result)
-        # Decisions on these results were acted on before the snapshot was taken, or are
-        # taken again when the interrupted trial gets there: only the data matters here.
-        source.result(trial.trial_id, flat)
-        with control.deciding(trial):
-            scheduler.on_trial_result(control, trial, flat)
-        seen[trial.trial_id] = int(result["training_iteration"])
+    with control.replaying():
+        for trial, result in sweep.replay:
+            trial.last_flat_result = flat = flat_result(result)
+            # Decisions on these results were acted on before the interruption, or are taken
+            # again when the interrupted trial gets there: only the data matters here.
+            source.result(trial.trial_id, flat)
+            with control.deciding(trial):
+                scheduler.on_trial_result(control, trial, flat)
+            seen[trial.trial_id] = int(result["training_iteration"])
     for trial in sweep.trials:
         if trial.last_result and trial.last_flat_result is None:
             trial.last_flat_result = trial.last_result
