@@ -159,6 +159,11 @@ class ActorCriticPolicy:
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         return self.actor.parameters()
 
+    def refresh(self) -> None:
+        """The numpy twin's arrays from the actor's parameters (views of them on a CPU)."""
+        if self.builtin:  # a module's twin runs the module itself
+            self._numpy._use(self._arrays())
+
     def begin_fragment(self) -> None:
         """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 

@@ -233,10 +233,6 @@ class SACPolicy(ActorCriticPolicy):
             self.log_alpha.copy_(state["log_alpha"])
         self.refresh()
 
-    def refresh(self) -> None:
-        if not isinstance(self._numpy, TorchSquashedGaussian):  # the numpy twin's views
-            self._numpy._use(self._arrays())
-
     def set_uniform(self, uniform: bool) -> None:
         self._numpy.uniform = uniform
 

@@ -217,10 +217,6 @@ class TD3Policy(ActorCriticPolicy):
         self.critic.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("critic.")})
         self.refresh()
 
-    def refresh(self) -> None:
-        if not isinstance(self._numpy, TorchDeterministicActor):  # the numpy twin's views
-            self._numpy._use(self._arrays())
-
     def set_exploration(self, uniform: bool, stddev: float) -> None:
         self._numpy.uniform, self._numpy.stddev = uniform, stddev
 
@@ -230,6 +226,7 @@ class TD3Policy(ActorCriticPolicy):
         return {**{k: np.array(v) for k, v in self._arrays().items()},
                 "__uniform__": np.asarray(self._numpy.uniform, dtype=np.float32),
                 "__stddev__": np.asarray(self._numpy.stddev, dtype=np.float32)}
+
 
 # ---------------------------------------------------------------------------------------------
 # The trainer
