@@ -447,7 +447,7 @@ class DQN(OffPolicyTrainer):
             y = batch["rewards"] + batch["discounts"] * next_value
         q = policy.q(network, batch["obs"]).gather(-1, batch["actions"][:, None])[:, 0]
         losses = torch.nn.functional.smooth_l1_loss(q, y, reduction="none")
-        if "weights" in batch:  # prioritized replay: the draw's bias corrected, the priorities renewed
+        if isinstance(self.buffer, PrioritizedReplayBuffer):  # the draw's bias corrected, the priorities renewed
             loss = (batch["weights"] * losses).mean()
             self.buffer.update_priorities(batch["indices"].cpu().numpy(), (q - y).detach().cpu().numpy())
         else:
