@@ -1,5 +1,5 @@
-"""A2C: config errors, the update by hand, checkpoints, a user's model, ASHA and PBT sweeps
-(learning CartPole with rollout actors: tests/examples/test_a2c.py)."""
+"""A2C: config errors, the update by hand, checkpoints, a user's model (learning CartPole with
+rollout actors: tests/examples/test_a2c.py; ASHA and PBT sweeps: tests/algorithms/test_trainers_tune.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import torch
 
 from algorithms import A2C
 from algorithms.data.observations import to_tensors
-from schedulers import ASHAScheduler, PopulationBasedTraining
-from tuner import tune
 
 SMALL = {"env": "CartPole-v1", "num_envs_per_worker": 4, "train_batch_size": 32, "hidden_sizes": [16],
          "num_cpus_per_worker": 0.25, "num_cpus_for_learner": 0.5}
@@ -88,26 +86,3 @@ def test_a_user_model_learns_and_a_new_lr_applies_in_place():
         assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)
     finally:
         trainer.stop()
-
-
-def test_asha_sweep(ray_session, tmp_path):
-    analysis = tune.run("A2C", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 7e-4, 3e-3, 1e-2])},
-                        scheduler=ASHAScheduler(time_attr="env_steps_total", max_t=2048, grace_period=512,
-                                                reduction_factor=2),
-                        metric="episode_return_mean", mode="max", stop={"env_steps_total": 2048},
-                        max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    steps = sorted(t.last_result["env_steps_total"] for t in analysis.trials)
-    assert steps[0] < 2048 <= steps[-1]
-
-
-def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path):
-    scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=4, quantile_fraction=0.5,
-                                        hyperparam_mutations={"lr": [1e-4, 7e-4, 3e-3]}, seed=0, synch=True)
-    analysis = tune.run("A2C", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 3e-3])},
-                        scheduler=scheduler, stop={"training_iteration": 8}, metric="episode_return_mean", mode="max",
-                        storage_path=str(tmp_path), name="pbt", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 2
-    assert analysis.exploits, "no trial exploited another"
-    for trial in analysis.trials:
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])

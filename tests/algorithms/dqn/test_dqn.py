@@ -1,6 +1,6 @@
 """DQN: config errors, the double-Q target by hand, per-worker exploration, checkpoints with and
-without the replay buffer, n-step replay against the trajectory, a killed rollout actor, ASHA and
-PBT sweeps."""
+without the replay buffer, n-step replay against the trajectory, a killed rollout actor (ASHA and
+PBT sweeps: tests/algorithms/test_trainers_tune.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import pytest
 import torch
 
 from algorithms import DQN
-from schedulers import ASHAScheduler, PopulationBasedTraining
-from tuner import tune
 
 SMALL = {"env": "CartPole-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "train_freq": 16,
          "gradient_steps": 4, "learning_starts": 32, "target_network_update_freq": 64, "train_batch_size": 32,
@@ -191,35 +189,6 @@ def test_checkpoint_round_trip(tmp_path, store_buffer):
             assert result["replay_size"] == new_rows and result["num_updates"] == updates
     finally:
         restored.stop()
-
-
-def test_asha_sweep(ray_session, tmp_path):
-    # One trial at a time, seeded, sampling in the learner's process: the rungs see the same
-    # returns in the same order every run, so whether a trial is cut does not depend on timing
-    # (asynchronous ASHA cuts none when each trial reaches a rung better than all before it).
-    # The trials differ by seed: in 512 steps of epsilon-greedy exploration the lr changes no return.
-    analysis = tune.run("DQN", config={**SMALL, "seed": tune.grid_search([0, 1, 2, 3])},
-                        scheduler=ASHAScheduler(time_attr="env_steps_total", max_t=512, grace_period=128,
-                                                reduction_factor=2),
-                        metric="episode_return_mean", mode="max", stop={"env_steps_total": 512},
-                        max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    steps = sorted(t.last_result["env_steps_total"] for t in analysis.trials)
-    assert steps[0] < 512 <= steps[-1]  # some trials were cut, the best ran to the end
-
-
-def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path):
-    # synchronous: the whole population meets at each perturbation point, so the bottom half
-    # always exploits the top half, however unevenly the trials ran on a loaded machine
-    scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
-                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]}, seed=0, synch=True)
-    analysis = tune.run("DQN", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 3e-3])},
-                        scheduler=scheduler, stop={"training_iteration": 4}, metric="episode_return_mean", mode="max",
-                        storage_path=str(tmp_path), name="pbt", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 2
-    assert analysis.exploits, "no trial exploited another"
-    for trial in analysis.trials:  # the restored trial learns with its own (perturbed) lr
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
 
 
 def make_q_module(observation_space, action_space, model_config):

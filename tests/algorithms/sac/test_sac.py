@@ -1,5 +1,6 @@
 """SAC: config errors, the squashed Gaussian's log-density, the update's targets by hand, bounds,
-checkpoints with and without the replay buffer, a killed rollout actor, ASHA and PBT sweeps."""
+checkpoints with and without the replay buffer, a killed rollout actor (ASHA and PBT sweeps:
+tests/algorithms/test_trainers_tune.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ import torch
 
 from algorithms import SAC
 from algorithms.sac.trainer import squashed_sample
-from schedulers import ASHAScheduler, PopulationBasedTraining
-from tuner import tune
 
 SMALL = {"env": "Pendulum-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "train_freq": 16,
          "gradient_steps": 4, "learning_starts": 32, "train_batch_size": 32, "replay_buffer_config": {"capacity": 1000},
@@ -142,34 +141,6 @@ def test_checkpoint_round_trip(tmp_path, store_buffer):
             assert result["replay_size"] == result["env_steps_this_iter"] and result["num_updates"] == updates
     finally:
         restored.stop()
-
-
-def test_asha_sweep(ray_session, tmp_path):
-    # One trial at a time, seeded, sampling in the learner's process: the rungs see the same
-    # returns in the same order every run, so whether a trial is cut does not depend on timing
-    # (asynchronous ASHA cuts none when each trial reaches a rung better than all before it).
-    analysis = tune.run("SAC", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 1e-3, 3e-3, 1e-2])},
-                        scheduler=ASHAScheduler(time_attr="env_steps_total", max_t=512, grace_period=128,
-                                                reduction_factor=2),
-                        metric="episode_return_mean", mode="max", stop={"env_steps_total": 512},
-                        max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    steps = sorted(t.last_result["env_steps_total"] for t in analysis.trials)
-    assert steps[0] < 512 <= steps[-1]
-
-
-def test_pbt_sweep_keeps_the_perturbed_lr_after_an_exploit(ray_session, tmp_path):
-    scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5,
-                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]}, seed=0, synch=True)
-    # an iteration of 200 env steps ends one Pendulum episode: every trial has a score at every point
-    analysis = tune.run("SAC", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 3e-3]),
-                                       "metrics_num_episodes_for_smoothing": 1, "min_sample_timesteps_per_iteration": 200},
-                        scheduler=scheduler, stop={"training_iteration": 4}, metric="episode_return_mean", mode="max",
-                        storage_path=str(tmp_path), name="pbt", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 2
-    assert analysis.exploits, "no trial exploited another"
-    for trial in analysis.trials:
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
 
 
 def make_actor_module(observation_space, action_space, model_config):

@@ -1,6 +1,6 @@
 """TD3 and DDPG: config errors, DDPG's settings, the update's targets and its delays by hand,
-bounds and exploration noise, checkpoints, a user's actor, learning Pendulum with rollout actors,
-ASHA and PBT sweeps."""
+bounds and exploration noise, checkpoints, a user's actor, learning Pendulum with rollout actors
+(ASHA and PBT sweeps: tests/algorithms/test_trainers_tune.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ import pytest
 import torch
 
 from algorithms import DDPG, TD3
-from schedulers import ASHAScheduler, PopulationBasedTraining
-from tuner import tune
 
 SMALL = {"env": "Pendulum-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 64, "train_freq": 16,
          "gradient_steps": 4, "learning_starts": 32, "train_batch_size": 32, "replay_buffer_config": {"capacity": 1000},
@@ -234,33 +232,3 @@ def test_td3_learns_pendulum_with_rollout_actors():
     returns = [r["episode_return_mean"] for r in results]
     assert results[-1]["env_steps_total"] >= 7000 and returns[0] < -900, returns
     assert max(returns[-2:]) > -400, returns
-
-
-def test_asha_sweep(ray_session, tmp_path):
-    # one trial at a time, seeded, in the learner's process: the rungs see the same returns every run
-    analysis = tune.run("TD3", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 1e-3, 3e-3, 1e-2])},
-                        scheduler=ASHAScheduler(time_attr="env_steps_total", max_t=512, grace_period=128,
-                                                reduction_factor=2),
-                        metric="episode_return_mean", mode="max", stop={"env_steps_total": 512},
-                        max_concurrent_trials=1, storage_path=str(tmp_path), name="asha", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    steps = sorted(t.last_result["env_steps_total"] for t in analysis.trials)
-    assert steps[0] < 512 <= steps[-1]
-
-
-def test_pbt_sweep_keeps_the_perturbed_lr_and_noise_after_an_exploit(ray_session, tmp_path):
-    scheduler = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, seed=0, synch=True,
-        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3],
-                              "exploration_config": [{"stddev": 0.05}, {"stddev": 0.1}, {"stddev": 0.2}]})
-    # an iteration of 200 env steps ends one Pendulum episode: every trial has a score at every point
-    analysis = tune.run("DDPG", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 3e-3]),
-                                        "exploration_config": {"stddev": 0.1},
-                                        "metrics_num_episodes_for_smoothing": 1,
-                                        "min_sample_timesteps_per_iteration": 200},
-                        scheduler=scheduler, stop={"training_iteration": 4}, metric="episode_return_mean", mode="max",
-                        storage_path=str(tmp_path), name="pbt", verbose=0)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 2
-    assert analysis.exploits, "no trial exploited another"
-    for trial in analysis.trials:
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
