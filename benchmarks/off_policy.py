@@ -234,9 +234,9 @@ def ours_dqn_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
     }
 
 
-def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
-    """Our SAC config doing what SB3's ``SAC(**hp)`` does (``total_steps`` changes nothing here)."""
-    assert hp["ent_coef"] == "auto" and hp["target_entropy"] == "auto", "mapped: auto temperature from 1.0"
+def _pendulum_actor_critic(hp: dict[str, Any]) -> dict[str, Any]:
+    """What SB3's SAC and TD3 share, under our keys: one env in the learner's process, the replay,
+    the cadence, twin critics, the networks, Adam without clipping, the rule's 10-episode window."""
     return {
         "env": "Pendulum-v1",
         "num_workers": 0,
@@ -249,12 +249,9 @@ def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
         "gamma": hp["gamma"],
         "train_freq": hp["train_freq"],
         "gradient_steps": hp["gradient_steps"],
-        "initial_alpha": 1.0,  # SB3's ent_coef="auto" starts at 1.0
-        "target_entropy": "auto",
         "twin_q": True,
         "hidden_sizes": list(hp["policy_kwargs"]["net_arch"]),
         "activation": "relu",
-        "n_step": hp.get("n_steps", 1),  # SB3's n_steps (NStepReplayBuffer), 1 by default
         "max_grad_norm": None,
         "optimizer": "adam",
         "optimizer_config": {"eps": SB3_ADAM_EPS},
@@ -264,33 +261,26 @@ def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
     }
 
 
+def ours_sac_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
+    """Our SAC config doing what SB3's ``SAC(**hp)`` does (``total_steps`` changes nothing here)."""
+    assert hp["ent_coef"] == "auto" and hp["target_entropy"] == "auto", "mapped: auto temperature from 1.0"
+    return {
+        **_pendulum_actor_critic(hp),
+        "initial_alpha": 1.0,  # SB3's ent_coef="auto" starts at 1.0
+        "target_entropy": "auto",
+        "n_step": hp.get("n_steps", 1),  # SB3's n_steps (NStepReplayBuffer), 1 by default
+    }
+
+
 def ours_td3_config(hp: dict[str, Any], total_steps: int) -> dict[str, Any]:
     """Our TD3 config doing what SB3's ``TD3(**hp)`` does (``total_steps`` changes nothing here)."""
     return {
-        "env": "Pendulum-v1",
-        "num_workers": 0,
-        "num_envs_per_worker": 1,
-        "lr": hp["learning_rate"],
-        "replay_buffer_config": {"capacity": hp["buffer_size"]},
-        "num_steps_sampled_before_learning_starts": hp["learning_starts"],
-        "train_batch_size": hp["batch_size"],
-        "tau": hp["tau"],
-        "gamma": hp["gamma"],
-        "train_freq": hp["train_freq"],
-        "gradient_steps": hp["gradient_steps"],
-        "twin_q": True,
+        **_pendulum_actor_critic(hp),
         "policy_delay": hp["policy_delay"],
         "smooth_target_policy": True,
         "target_noise": hp["target_policy_noise"],
         "target_noise_clip": hp["target_noise_clip"],
         "exploration_config": {"type": "GaussianNoise", "stddev": hp["action_noise_std"]},
-        "hidden_sizes": list(hp["policy_kwargs"]["net_arch"]),
-        "activation": "relu",
-        "max_grad_norm": None,
-        "optimizer": "adam",
-        "optimizer_config": {"eps": SB3_ADAM_EPS},
-        "metrics_num_episodes_for_smoothing": 10,
-        "min_sample_timesteps_per_iteration": 200,  # an iteration ends at each Pendulum episode's end
     }
 
 
