@@ -8,7 +8,8 @@ from typing import Any, Callable
 _REGISTRY: dict[str, Any] = {}
 #: Names that resolve lazily to a "module:attribute" (the algorithms ship here).
 _BUILTIN: dict[str, str] = {"PPO": "algorithms.ppo:PPO", "A2C": "algorithms.a2c:A2C", "DQN": "algorithms.dqn:DQN",
-                            "SAC": "algorithms.sac:SAC", "TD3": "algorithms.td3:TD3", "DDPG": "algorithms.td3:DDPG"}
+                            "SAC": "algorithms.sac:SAC", "TD3": "algorithms.td3:TD3", "DDPG": "algorithms.td3:DDPG",
+                            "IMPALA": "algorithms.impala:IMPALA", "APPO": "algorithms.appo:APPO"}
 
 
 def register_trainable(name: str, trainable: Callable[..., Any] | type) -> None:

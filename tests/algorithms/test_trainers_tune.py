@@ -43,6 +43,10 @@ ROWS = {
     "A2C": Row({"env": "CartPole-v1", "num_envs_per_worker": 4, "train_batch_size": 32, "hidden_sizes": [16],
                 "num_cpus_per_worker": 0.25, "num_cpus_for_learner": 0.5}, ("lr", [1e-4, 7e-4, 3e-3, 1e-2]),
                budget=2048, pbt_interval=4, pbt_iterations=8, pbt_mutations={"lr": [1e-4, 7e-4, 3e-3]}),
+    **{name: Row({"env": "CartPole-v1", "num_workers": 0, "num_envs_per_worker": 4, "train_batch_size": 32,
+                  "min_sample_timesteps_per_iteration": 128, "hidden_sizes": [16], "num_cpus_for_learner": 0.5},
+                 ("lr", [1e-4, 1e-3, 3e-3, 1e-2]), budget=2048, pbt_interval=4, pbt_iterations=8,
+                 pbt_mutations={"lr": [1e-4, 1e-3, 3e-3]}) for name in ("IMPALA", "APPO")},
 }
 
 
