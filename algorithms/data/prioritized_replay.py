@@ -79,14 +79,19 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = 1.0
 
     def add(self, batch: dict[str, Any], td_errors: np.ndarray | None = None) -> np.ndarray:
-        """Append transitions with the priorities of their ``td_errors``, or the largest priority
-        seen so far."""
+        """Append transitions with the priorities of their ``td_errors`` (else the batch's own
+        ``"td_errors"``: Ape-X's actors'), or where there are none or one is NaN, the largest
+        priority seen so far."""
         slots = super().add(batch)
+        if td_errors is None:
+            td_errors = batch.get("td_errors")
         if td_errors is None:
             priorities = np.full(len(slots), self.max_priority)
         else:
             priorities = np.abs(np.asarray(td_errors, dtype=np.float64))[-len(slots):] + self.eps
-            self.max_priority = max(self.max_priority, float(priorities.max(initial=0.0)))
+            known = ~np.isnan(priorities)
+            self.max_priority = max(self.max_priority, float(priorities[known].max(initial=0.0)))
+            priorities = np.where(known, priorities, self.max_priority)
         self.tree.set(slots, priorities ** self.alpha)
         return slots
 

@@ -72,8 +72,27 @@ def transitions(fragment: Fragment, gamma: float, n_step: int = 1, starts: int |
         valid[starts:] = False
     mask = valid.reshape(-1)
     flat = lambda x: x.reshape((-1,) + x.shape[2:])[mask]  # noqa: E731
-    return {"obs": tree_map(flat, obs), "actions": flat(fragment.actions), "rewards": flat(reward_sum),
-            "next_obs": tree_map(flat, next_obs), "discounts": flat(discount)}
+    out = {"obs": tree_map(flat, obs), "actions": flat(fragment.actions), "rewards": flat(reward_sum),
+           "next_obs": tree_map(flat, next_obs), "discounts": flat(discount)}
+    if fragment.action_values is not None:
+        out["td_errors"] = flat(_sampling_td_errors(fragment, reward_sum, discount, last))
+    return out
+
+
+def _sampling_td_errors(fragment: Fragment, reward_sum: np.ndarray, discount: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Each n-step transition's TD error by the policy that sampled it (Ape-X's first priority):
+    ``reward_sum + discount * max_a Q(next_obs, a) - Q(obs, action)``, from the fragment's
+    ``action_values`` and ``values`` (max_a Q: the policy's greedy value of each observation; after
+    the last row, ``last_values``). NaN where the next observation's value is unknown (a streamed
+    fragment's last observation): such a transition enters with the largest priority."""
+    values = fragment.values.astype(np.float32)
+    after_last = (np.full(values.shape[1], np.nan, np.float32) if fragment.last_values is None
+                  else np.asarray(fragment.last_values, np.float32))
+    values_after = np.concatenate([values[1:], after_last[None]])
+    bootstrap = values_after[last, np.arange(values.shape[1])[None, :]]
+    bootstrap = np.where(discount == 0, 0.0, bootstrap)  # terminated: nothing to bootstrap, known or not
+    assert fragment.action_values is not None
+    return (reward_sum + discount * bootstrap - fragment.action_values).astype(np.float32)
 
 
 class NStepTransitions:
@@ -111,7 +130,8 @@ class NStepTransitions:
         self._held[key] = fragment if keep == T else fragment.split(T - keep)[1]
         out = transitions(fragment, self.gamma, self.n_step, starts=T - keep)
         if done_before is not None:
-            joined: dict[str, Any] = {k: concat([done_before[k], out[k]]) for k in FIELDS}  # Dict and Tuple obs too
+            joined: dict[str, Any] = {k: concat([done_before[k], out[k]]) for k in FIELDS  # Dict and Tuple obs too
+                                      + (("td_errors",) if "td_errors" in out and "td_errors" in done_before else ())}
             return joined
         return out
 

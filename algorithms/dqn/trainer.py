@@ -19,7 +19,7 @@ Its defaults, and why each: docs/algorithms.md (DQN).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -111,29 +111,64 @@ def image_q_model(observation_space: Any, action_space: Any, model_config: dict[
     return nn.Sequential(encoder, head)
 
 
-class NumpyQPolicy:
-    """Epsilon-greedy actions of a Q network given as ``state_dict`` arrays, in numpy.
+class EpsilonGreedyQ:
+    """Epsilon-greedy acting on a Q network's ``q_values`` (numpy out), as a rollout worker's
+    policy: ``act`` returns the actions and, for an on-policy learner's log-probabilities and
+    values, zeros. ``load_weights`` takes ``"__epsilon__"`` with the arrays: one epsilon per
+    worker index. With ``record_action_values`` (Ape-X's actors) ``act`` also keeps Q(obs,
+    action) of the actions chosen in ``action_values`` and returns max_a Q(obs, a) as the
+    values, and ``value`` returns it too: what their transitions' first priorities are made of
+    (``algorithms.data.replay_buffer.transitions``)."""
 
-    The rollout worker's policy interface (``algorithms/sampling/rollout_worker.py``): ``act`` returns the
-    actions and zeros for the log-probabilities and values an on-policy learner would use.
-    ``load_weights`` takes the arrays and ``"__epsilon__"``: one epsilon per worker index.
-    """
+    action_start = 0
+    worker_index = 0
+    epsilon = 1.0
+    record_action_values = False
+    action_values: np.ndarray
+
+    def q_values(self, obs: Obs) -> np.ndarray:
+        raise NotImplementedError
+
+    def bind_worker(self, worker_index: int) -> None:
+        self.worker_index = worker_index
+
+    def _take_epsilon(self, weights: dict[str, Any]) -> None:
+        epsilons = np.asarray(weights["__epsilon__"])
+        self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
+
+    def begin_fragment(self) -> None:
+        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
+
+    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
+            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        q = self.q_values(obs)
+        env_actions, actions, logp, values = epsilon_greedy(q, self.epsilon if explore else 0.0, rng, self.action_start)
+        if self.record_action_values:
+            self.action_values = q[np.arange(len(actions)), actions].astype(np.float32)
+            values = q.max(-1).astype(np.float32)
+        return env_actions, actions, logp, values
+
+    def value(self, obs: Obs) -> np.ndarray:
+        if self.record_action_values:
+            return self.q_values(obs).max(-1).astype(np.float32)
+        return np.zeros(batch_size(obs), dtype=np.float32)
+
+
+class NumpyQPolicy(EpsilonGreedyQ):
+    """Epsilon-greedy actions of a Q network given as ``state_dict`` arrays, in numpy (see
+    :class:`EpsilonGreedyQ`)."""
 
     def __init__(self, obs_dim: int, num_actions: int, hidden_sizes: list[int], activation: str, dueling: bool,
                  action_start: int = 0, arrays: dict[str, np.ndarray] | None = None,
-                 observation_space: Any = None) -> None:
+                 observation_space: Any = None, record_action_values: bool = False) -> None:
         self.num_actions, self.activation, self.dueling = num_actions, activation, dueling
         # Observations as the env gives them, flattened to float here (None: they come flat).
         self._flat = ObsSpace(observation_space).flat_numpy if observation_space is not None else None
         self.action_start = action_start
-        self.worker_index = 0
-        self.epsilon = 1.0
+        self.record_action_values = record_action_values
         self.arrays: dict[str, np.ndarray] = {}
         if arrays is not None:
             self._use(arrays)
-
-    def bind_worker(self, worker_index: int) -> None:
-        self.worker_index = worker_index
 
     def _use(self, arrays: dict[str, np.ndarray]) -> None:
         self.arrays = arrays
@@ -144,8 +179,7 @@ class NumpyQPolicy:
     def load_weights(self, weights: dict[str, np.ndarray]) -> None:
         arrays = {k: np.array(v) for k, v in weights.items() if k != "__epsilon__"}  # Ray's arrays are read-only
         self._use(arrays)
-        epsilons = np.asarray(weights["__epsilon__"])
-        self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
+        self._take_epsilon(weights)
 
     def q_values(self, obs: Obs) -> np.ndarray:
         flat = obs if self._flat is None else self._flat(obs)
@@ -154,16 +188,6 @@ class NumpyQPolicy:
         if self._value is None:
             return a
         return linear(h, self._value) + a - a.mean(-1, keepdims=True)
-
-    def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
-
-    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
-            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
-
-    def value(self, obs: Obs) -> np.ndarray:
-        return np.zeros(batch_size(obs), dtype=np.float32)
 
 
 def epsilon_greedy(q: np.ndarray, epsilon: float, rng: np.random.Generator,
@@ -217,25 +241,21 @@ def build_q_module(model: Any, model_config: dict[str, Any], observation_space: 
     return module
 
 
-class TorchQPolicy:
+class TorchQPolicy(EpsilonGreedyQ):
     """A Q module in torch, epsilon-greedy: what rollout actors run for a module of one's own, and
-    how the learner acts with it in its own process. ``load_weights`` as :class:`NumpyQPolicy`."""
+    how the learner acts with it in its own process (see :class:`EpsilonGreedyQ`)."""
 
-    def __init__(self, module: Any, observation_space: Any, action_start: int, device: str = "cpu") -> None:
+    def __init__(self, module: Any, observation_space: Any, action_start: int, device: str = "cpu",
+                 record_action_values: bool = False) -> None:
         self.module, self.action_start, self.device = module, action_start, device
         self.obs_space = ObsSpace(observation_space)
-        self.worker_index = 0
-        self.epsilon = 1.0
-
-    def bind_worker(self, worker_index: int) -> None:
-        self.worker_index = worker_index
+        self.record_action_values = record_action_values
 
     def load_weights(self, weights: dict[str, np.ndarray]) -> None:
         from algorithms.models.torch_policy import load_state_arrays
 
         load_state_arrays(self.module, {k: v for k, v in weights.items() if k != "__epsilon__"})
-        epsilons = np.asarray(weights["__epsilon__"])
-        self.epsilon = float(epsilons[min(self.worker_index, len(epsilons) - 1)])
+        self._take_epsilon(weights)
 
     def q_values(self, obs: Obs) -> np.ndarray:
         import torch
@@ -243,22 +263,12 @@ class TorchQPolicy:
         with torch.no_grad():
             return self.module(self.obs_space.model_input(to_tensors(obs, self.device))).float().cpu().numpy()
 
-    def begin_fragment(self) -> None:
-        """A new fragment starts: nothing to do (see ``algorithms.sampling.fragment.RolloutPolicy``)."""
 
-    def act(self, obs: Obs, rng: np.random.Generator, explore: bool = True,
-            new_noise: bool = False) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        return epsilon_greedy(self.q_values(obs), self.epsilon if explore else 0.0, rng, self.action_start)
-
-    def value(self, obs: Obs) -> np.ndarray:
-        return np.zeros(batch_size(obs), dtype=np.float32)
-
-
-def make_torch_q_policy(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any
-                        ) -> TorchQPolicy:
+def make_torch_q_policy(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any,
+                        record_action_values: bool = False) -> TorchQPolicy:
     """What a rollout actor calls to build its copy of a module of one's own, on CPU."""
     module = build_q_module(model, model_config, observation_space, action_space)
-    return TorchQPolicy(module, observation_space, int(action_space.start))
+    return TorchQPolicy(module, observation_space, int(action_space.start), record_action_values=record_action_values)
 
 
 class QPolicy:
@@ -339,6 +349,9 @@ class DQN(OffPolicyTrainer):
                                                       "prioritized_replay_eps")
     _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
     _takes_model_callable = True
+    #: Whether rollout actors give their transitions' first priorities (Ape-X's); else a new
+    #: transition takes the largest priority so far (the prioritized replay paper's).
+    _actor_priorities: ClassVar[bool] = False
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
@@ -392,14 +405,16 @@ class DQN(OffPolicyTrainer):
         network.to(self.device)
         target = copy.deepcopy(network)
         target.requires_grad_(False)
+        # Ape-X: the rollout actors value what they do, for their transitions' first priorities
+        recording = {"record_action_values": True} if self._actor_priorities and c["prioritized_replay"] else {}
         if callable(model):
             factory_kwargs = {"model": model, "model_config": model_config,
-                              "observation_space": observation_space, "action_space": action_space}
+                              "observation_space": observation_space, "action_space": action_space, **recording}
             policy = QPolicy(network, target, observation_space, None, kwargs["action_start"], str(self.device))
             return policy, make_torch_q_policy, factory_kwargs
         kwargs = {**kwargs, "observation_space": observation_space}  # the numpy twin flattens what the env gives
         policy = QPolicy(network, target, observation_space, kwargs, kwargs["action_start"], str(self.device))
-        return policy, make_numpy_q_policy, kwargs
+        return policy, make_numpy_q_policy, {**kwargs, **recording}
 
     def build_optimizers(self) -> dict[str, Any]:
         c = self.cfg

@@ -19,10 +19,11 @@ import numpy as np
 
 from algorithms.data.observations import Obs, concat, index
 
-__all__ = ["Fragment", "RolloutPolicy", "TIME_MAJOR", "TrainBatch", "concat_batches"]
+__all__ = ["Fragment", "RecordsActionValues", "RolloutPolicy", "TIME_MAJOR", "TrainBatch", "concat_batches"]
 
 #: The fields of a fragment that hold one row per vector step.
-TIME_MAJOR = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid", "weights_versions")
+TIME_MAJOR = ("obs", "actions", "logp", "values", "rewards", "terminated", "truncated", "valid", "weights_versions",
+              "action_values")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -55,6 +56,9 @@ class Fragment:
     node: str | None = None
     #: The normalisation statistics counted while sampling it (``algorithms/data/normalization.py``), or None.
     filter_delta: Mapping[str, Any] | None = None
+    #: (T, N): Q(obs, action) of the sampling policy, from a Q policy that records them (Ape-X's
+    #: actors, for their transitions' first priorities: ``RecordsActionValues``); else None.
+    action_values: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
@@ -139,6 +143,15 @@ def concat_batches(batches: Sequence[TrainBatch]) -> TrainBatch:
                               if f.name not in ("env_steps", "slots", "stale_steps")}
     return TrainBatch(**arrays, env_steps=sum(b.env_steps for b in batches), slots=sum(b.slots for b in batches),
                       stale_steps=sum(b.stale_steps for b in batches))
+
+
+class RecordsActionValues(Protocol):
+    """A rollout policy that also keeps ``action_values``, Q(obs, action) of every env for the
+    actions its last ``act`` chose, when ``record_action_values`` is True: the worker puts them
+    in the fragment (Ape-X's actors: ``algorithms/apex/trainer.py``)."""
+
+    record_action_values: bool
+    action_values: np.ndarray
 
 
 class RolloutPolicy(Protocol):

@@ -268,6 +268,7 @@ class RolloutWorker:
             self.set_weights(weights_version, _unbox(weights_box))
         envs, policy, rng, lock = self.envs, self.policy, self.rng, self._lock
         stored = self.obs_space.stored
+        record = getattr(policy, "record_action_values", False)  # Ape-X's actors: Q(obs, action) too
         policy.begin_fragment()
         with lock:
             self._taken_at = time.perf_counter()
@@ -289,6 +290,7 @@ class RolloutWorker:
                 policy.begin_fragment()
             obs = self.obs
             env_actions, actions, logp, values = policy.act(obs, rng)
+            action_values = policy.action_values if record else None
             next_obs, rewards, terminated, truncated, _ = envs.step(env_actions)
             # Kept until taken: copies, as a vector env may hand out its own buffers every step.
             next_obs = stored(next_obs)
@@ -296,7 +298,8 @@ class RolloutWorker:
             with lock:  # a step and the observation after it are taken together or not at all
                 if self.normalizer is not None:
                     next_obs = self.normalizer.observe(next_obs)
-                self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version))
+                self._steps.append((obs, actions, logp, values, rewards, terminated, truncated, self.weights_version,
+                                    action_values))
                 self.obs = next_obs
                 self._slots_sampled += len(rewards)
 
@@ -338,7 +341,9 @@ class RolloutWorker:
             return None
         obs_rows, *columns = zip(*steps)
         obs = stack(list(obs_rows))
+        *columns, recorded = columns
         actions, logp, values, rewards, terminated, truncated, versions = (np.stack(column) for column in columns)
+        action_values = None if recorded[0] is None else np.stack(recorded).astype(np.float32, copy=False)
         done = terminated | truncated
         valid = np.empty(done.shape, dtype=bool)
         valid[0] = ~self.prev_done
@@ -354,7 +359,7 @@ class RolloutWorker:
             terminated=terminated, truncated=truncated, valid=valid, last_obs=last_obs, last_values=None,
             episode_returns=returns, episode_lens=lens, sample_time_s=self._taken_at - taken_at,
             weights_version=int(versions.min()), weights_versions=versions, worker_index=self.worker_index,
-            node=self.node, filter_delta=delta,
+            node=self.node, filter_delta=delta, action_values=action_values,
         )
 
     def close(self) -> None:
@@ -381,6 +386,7 @@ class RolloutWorker:
         term_buf = np.empty((T, N), dtype=bool)
         trunc_buf = np.empty((T, N), dtype=bool)
         actions_buf: np.ndarray | None = None
+        q_buf = np.empty((T, N), dtype=np.float32) if getattr(policy, "record_action_values", False) else None
         obs = self.obs
         one_array = isinstance(obs_buf, np.ndarray)
         norm = self.normalizer
@@ -397,6 +403,8 @@ class RolloutWorker:
             if actions_buf is None:
                 actions_buf = np.empty((T,) + actions.shape, dtype=actions.dtype)
             actions_buf[t] = actions
+            if q_buf is not None:
+                q_buf[t] = policy.action_values
             obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
             if norm is not None:
                 obs = norm.observe(obs)
@@ -417,7 +425,7 @@ class RolloutWorker:
             delta = norm.take_delta()
         return Fragment(obs=obs_buf, actions=actions_buf, logp=logp_buf, values=value_buf, rewards=reward_buf,
                         terminated=term_buf, truncated=trunc_buf, valid=valid, last_obs=obs, last_values=last_values,
-                        episode_returns=returns, episode_lens=lens, filter_delta=delta)
+                        episode_returns=returns, episode_lens=lens, filter_delta=delta, action_values=q_buf)
 
     def _episode_stats(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Returns and lengths of the episodes that ended in this fragment, in order of completion.

@@ -1,4 +1,7 @@
-"""A PBT sweep of TD3 trainers that a test kills and resumes: importable by the driver subprocess."""
+"""A PBT sweep of RL trainers that a test kills and resumes: importable by the driver subprocess.
+
+TD3 (a replay buffer, target networks) and APPO (a streaming rollout actor per trial, a target
+policy): the state each keeps in its checkpoints differs, the contract does not."""
 
 from __future__ import annotations
 
@@ -8,19 +11,25 @@ from schedulers import PopulationBasedTraining
 from tuner import tune
 
 ITERATIONS = 8
-#: One Pendulum episode an iteration (every trial has a score at every point), networks small.
-TD3_CONFIG = {"env": "Pendulum-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 200,
-              "train_freq": 16, "gradient_steps": 4, "learning_starts": 32, "train_batch_size": 32,
-              "replay_buffer_config": {"capacity": 2000}, "metrics_num_episodes_for_smoothing": 1,
-              "num_cpus_for_learner": 0.5, "seed": 0}
+CONFIGS = {
+    #: One Pendulum episode an iteration (every trial has a score at every point), networks small.
+    "TD3": {"env": "Pendulum-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 200,
+            "train_freq": 16, "gradient_steps": 4, "learning_starts": 32, "train_batch_size": 32,
+            "replay_buffer_config": {"capacity": 2000}, "metrics_num_episodes_for_smoothing": 1,
+            "num_cpus_for_learner": 0.5, "seed": 0},
+    #: One rollout actor streaming to each trial's learner, small batches.
+    "APPO": {"env": "CartPole-v1", "hidden_sizes": [16], "num_workers": 1, "num_envs_per_worker": 4,
+             "train_batch_size": 64, "min_sample_timesteps_per_iteration": 256, "num_cpus_per_worker": 0.25,
+             "num_cpus_for_learner": 0.25, "metrics_num_episodes_for_smoothing": 5, "seed": 0},
+}
 
 
-def sweep(storage: str, name: str, resume: bool = False):
+def sweep(storage: str, name: str, resume: bool = False, trainer: str = "TD3"):
     scheduler = PopulationBasedTraining(
         time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.34, seed=0, synch=True,
         hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]})  # synchronous: the worst of three exploits at 2
     return tune.run(
-        "TD3", config={**TD3_CONFIG, "lr": tune.grid_search([1e-4, 1e-3, 3e-3])}, scheduler=scheduler,
+        trainer, config={**CONFIGS[trainer], "lr": tune.grid_search([1e-4, 1e-3, 3e-3])}, scheduler=scheduler,
         stop={"training_iteration": ITERATIONS}, metric="episode_return_mean", mode="max", checkpoint_freq=1,
         max_failures=2,  # an actor lost while Ray cleans up after the killed driver is retried
         storage_path=storage, name=name, verbose=0, resume=resume,
@@ -28,4 +37,4 @@ def sweep(storage: str, name: str, resume: bool = False):
 
 
 if __name__ == "__main__":
-    sweep(sys.argv[1], sys.argv[2])
+    sweep(sys.argv[1], sys.argv[2], trainer=sys.argv[3])

@@ -144,10 +144,12 @@ def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, clean_be
         assert all(len(f) == resume_sweep.ITERATIONS for f in analysis.trial_dataframes.values())
 
 
-def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result_exactly_once(tmp_path):
-    """TD3 trials (rollout state, replay buffer, target networks in their checkpoints) under PBT:
-    the driver killed once an exploit is on record; the resumed sweep finishes every trial with
-    each iteration's result stored once, the results from before the kill unchanged."""
+@pytest.mark.parametrize("trainer", sorted(["TD3", "APPO"]))
+def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result_exactly_once(tmp_path, trainer):
+    """TD3 trials (rollout state, replay buffer, target networks in their checkpoints) and APPO
+    trials (streaming rollout actors, a target policy) under PBT: the driver killed once an
+    exploit is on record; the resumed sweep finishes every trial with each iteration's result
+    stored once, the results from before the kill unchanged."""
     import ray
 
     from tests.tuner import rl_resume_sweep
@@ -155,7 +157,8 @@ def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result
     storage = str(tmp_path)
     env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
     with open(tmp_path / "driver.stderr", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.tuner.rl_resume_sweep", storage, "rl"], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "tests.tuner.rl_resume_sweep", storage, "rl", trainer],
+                                cwd=ROOT,
                                 env=env, stderr=err)
     db = os.path.join(storage, "rl", "tuner.db")
     deadline = time.time() + 180
@@ -172,7 +175,7 @@ def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result
     before.close()
     assert len(rows_before) < 3 * rl_resume_sweep.ITERATIONS, "the kill came after the sweep's work was done"
 
-    analysis = rl_resume_sweep.sweep(storage, "rl", resume=True)
+    analysis = rl_resume_sweep.sweep(storage, "rl", resume=True, trainer=trainer)
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
     df = analysis.results_df
     assert not df.duplicated(["trial_id", "training_iteration"]).any()

@@ -1,0 +1,167 @@
+"""IMPALA and APPO on CartPole-v1: env steps, env steps per second and wall time until the
+100-episode mean return reaches a target, ours next to RLlib's (its default, new API stack) in the
+same run (issue 47: each new trainer as fast as the peer a user would pick).
+
+The same work in both, RLlib's defaults made explicit and given to ours under the same keys:
+2 rollout actors (RLlib: env runners) of 8 envs each, sampling without waiting for the learner;
+a learner in the driver's process (RLlib: ``num_learners=0``) making one gradient step per
+``train_batch_size`` 500 env steps, Adam lr 5e-4, ``vf_loss_coeff`` 0.5, ``entropy_coeff`` 0.01,
+``grad_clip`` 40 (global norm), V-trace with both clips at 1, gamma 0.99; APPO also ``clip_param``
+0.4, ``target_network_update_freq`` 2; separate 64x64 tanh policy and value networks; a result
+every 5,000 env steps (RLlib: ``min_time_s_per_iteration=0``, ``min_sample_timesteps_per_iteration``
+5000; IMPALA's default is a result every 10 s), each checked against the rule. What differs is each
+system's own: RLlib's rollout fragments of 50 steps, its learner connector pipeline and circular
+buffer (APPO: 8 batches, each learnt on twice), ours' streams (``WorkerGroup.stream``) and one pass
+per batch. Seeds interleaved (ours, RLlib, ours, ...) after an untimed warm-up of each; wall time
+from before the trainer (RLlib: ``build_algo``) is built, Ray already up.
+
+    python benchmarks/impala_cartpole.py                        # IMPALA and APPO, 3 seeds
+    python benchmarks/impala_cartpole.py --algos appo --seeds 0
+    python benchmarks/impala_cartpole.py --systems ours --quick    # the smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.peers.common import ray_init  # noqa: E402 - after the path is set
+
+SHARED: dict[str, Any] = {"train_batch_size": 500, "lr": 5e-4, "gamma": 0.99, "vf_loss_coeff": 0.5,
+                          "entropy_coeff": 0.01, "grad_clip": 40.0, "vtrace_clip_rho_threshold": 1.0,
+                          "vtrace_clip_pg_rho_threshold": 1.0}
+APPO_ONLY: dict[str, Any] = {"clip_param": 0.4, "target_network_update_freq": 2}
+WORKERS, ENVS, ITERATION_STEPS, WINDOW = 2, 8, 5000, 100
+
+
+def _hp(algo: str) -> dict[str, Any]:
+    return {**SHARED, **(APPO_ONLY if algo == "APPO" else {})}
+
+
+def run_ours(algo: str, seed: int, target: float, max_steps: int) -> dict[str, Any]:
+    from algorithms.core.names import trainer_class
+
+    start = time.perf_counter()
+    trainer = trainer_class(algo)(config={
+        "env": "CartPole-v1", "seed": seed, "num_workers": WORKERS, "num_envs_per_worker": ENVS,
+        "num_cpus_per_worker": 1, "num_cpus_for_learner": 1, "hidden_sizes": [64, 64], "activation": "tanh",
+        "min_sample_timesteps_per_iteration": ITERATION_STEPS, "metrics_num_episodes_for_smoothing": WINDOW,
+        **_hp(algo)})
+    try:
+        return _race(trainer.train, lambda r: (r["env_steps_total"], r["episode_return_mean"]), start, target,
+                     max_steps)
+    finally:
+        trainer.stop()
+
+
+def run_rllib(algo: str, seed: int, target: float, max_steps: int) -> dict[str, Any]:
+    from ray.rllib.algorithms.appo import APPOConfig
+    from ray.rllib.algorithms.impala import IMPALAConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    hp = _hp(algo)
+    batch = hp.pop("train_batch_size")
+    start = time.perf_counter()
+    config = (
+        (APPOConfig() if algo == "APPO" else IMPALAConfig())
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=WORKERS, num_envs_per_env_runner=ENVS, num_cpus_per_env_runner=1)
+        .learners(num_learners=0)
+        .training(train_batch_size_per_learner=batch, grad_clip_by="global_norm", **hp)
+        .rl_module(model_config=DefaultModelConfig(fcnet_hiddens=[64, 64], fcnet_activation="tanh",
+                                                   vf_share_layers=False))
+        .reporting(min_time_s_per_iteration=0, min_sample_timesteps_per_iteration=ITERATION_STEPS,
+                   metrics_num_episodes_for_smoothing=WINDOW)
+        .debugging(seed=seed)
+    )
+    algorithm = config.build_algo()
+    try:
+        def read(result: dict[str, Any]) -> tuple[int, float]:
+            runners = result["env_runners"]
+            return int(runners["num_env_steps_sampled_lifetime"]), float(runners.get("episode_return_mean", math.nan))
+
+        return _race(algorithm.train, read, start, target, max_steps)
+    finally:
+        algorithm.stop()
+
+
+def _race(train: Callable[[], dict[str, Any]], read: Callable[[dict[str, Any]], tuple[int, float]], start: float,
+          target: float, max_steps: int) -> dict[str, Any]:
+    """Train until the rule holds or ``max_steps`` env steps; the steps and wall time it held at."""
+    steps, first = 0, None
+    while steps < max_steps:
+        result = train()
+        steps, score = read(result)
+        if first is None:  # the first result: the actors are up and sampling
+            first = (steps, time.perf_counter())
+        if score >= target:
+            wall = time.perf_counter() - start
+            rate = (steps - first[0]) / max(time.perf_counter() - first[1], 1e-9)
+            return {"steps": steps, "wall": wall, "rate": rate}
+    rate = (steps - first[0]) / max(time.perf_counter() - first[1], 1e-9) if first else math.nan
+    return {"steps": None, "wall": None, "rate": rate, "cap": steps}
+
+
+SYSTEMS = {"ours": run_ours, "rllib": run_rllib}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--algos", default="impala,appo")
+    p.add_argument("--systems", default="ours,rllib")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--target", type=float, default=150.0)
+    p.add_argument("--max-steps", type=int, default=400_000)
+    p.add_argument("--quick", action="store_true", help="a tiny budget, no warm-up (the smoke test)")
+    args = p.parse_args(argv)
+    algos = [a.upper() for a in args.algos.split(",")]
+    systems = args.systems.split(",")
+    bad = [a for a in algos if a not in ("IMPALA", "APPO")] + [s for s in systems if s not in SYSTEMS]
+    if bad:
+        p.error(f"unknown {bad}: --algos from impala, appo; --systems from {sorted(SYSTEMS)}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    max_steps = 10_000 if args.quick else args.max_steps
+    warnings.filterwarnings("ignore")
+    ray_init(2 * WORKERS + 2)  # room for both systems' actors: CPUs are no limit, cores are the machine's
+    print(f"CartPole-v1, rule: {WINDOW}-episode mean >= {args.target:g} within {max_steps:,} env steps; "
+          f"{WORKERS} actors x {ENVS} envs; seeds {seeds}")
+    for algo in algos:
+        if not args.quick:  # untimed: imports, the first actors' start
+            for system in systems:
+                SYSTEMS[system](algo, 1000, math.inf, 2 * ITERATION_STEPS)
+        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
+        for seed in seeds:
+            for system in systems:
+                run = SYSTEMS[system](algo, seed, args.target, max_steps)
+                runs[system].append(run)
+                solved = f"{run['steps']:,} steps, {run['wall']:.1f} s" if run["steps"] else f"not solved in {run['cap']:,}"
+                print(f"  {algo} {system:5s} seed {seed}: {solved}, {run['rate']:,.0f} env steps/s", flush=True)
+        _table(algo, runs)
+
+
+def _table(algo: str, runs: dict[str, list[dict[str, Any]]]) -> None:
+    print(f"\n{algo}: median over seeds (solved runs' steps and wall time)")
+    medians = {}
+    for system, rs in runs.items():
+        solved = [r for r in rs if r["steps"]]
+        wall = statistics.median(r["wall"] for r in solved) if solved else math.nan
+        steps = statistics.median(r["steps"] for r in solved) if solved else math.nan
+        rate = statistics.median(r["rate"] for r in rs)
+        medians[system] = (wall, rate)
+        print(f"  {system:5s} solved {len(solved)}/{len(rs)}  steps {steps:,.0f}  wall {wall:.1f} s  "
+              f"{rate:,.0f} env steps/s")
+    if "ours" in medians and "rllib" in medians:
+        (ow, orate), (rw, rrate) = medians["ours"], medians["rllib"]
+        print(f"  RLlib / ours: {rw / ow:.2f}x wall time to the target, ours / RLlib {orate / rrate:.2f}x env steps/s")
+
+
+if __name__ == "__main__":
+    main()
