@@ -9,7 +9,8 @@ _REGISTRY: dict[str, Any] = {}
 #: Names that resolve lazily to a "module:attribute" (the algorithms ship here).
 _BUILTIN: dict[str, str] = {"PPO": "algorithms.ppo:PPO", "A2C": "algorithms.a2c:A2C", "DQN": "algorithms.dqn:DQN",
                             "SAC": "algorithms.sac:SAC", "TD3": "algorithms.td3:TD3", "DDPG": "algorithms.td3:DDPG",
-                            "IMPALA": "algorithms.impala:IMPALA", "APPO": "algorithms.appo:APPO"}
+                            "IMPALA": "algorithms.impala:IMPALA", "APPO": "algorithms.appo:APPO",
+                            "APEX": "algorithms.apex:APEX"}
 
 
 def register_trainable(name: str, trainable: Callable[..., Any] | type) -> None:

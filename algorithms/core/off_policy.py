@@ -9,7 +9,11 @@ says) into the replay buffer
 ``num_steps_sampled_before_learning_starts`` transitions, makes ``gradient_steps`` updates on
 minibatches of ``train_batch_size`` replayed transitions, then publishes the weights. SB3's
 ``train_freq``/``gradient_steps`` are that cadence; RLlib's ``training_intensity`` is
-``gradient_steps * train_batch_size / train_freq``.
+``gradient_steps * train_batch_size / train_freq``. From streaming actors (``sample_async=True``:
+Ape-X's) a round takes whatever they sampled while the learner learnt, at least ``train_freq``
+env steps, and makes ``gradient_steps`` updates per ``train_freq`` of them (a fraction carried to
+the next round): the replay ratio is the config's however fast the actors run, and the learner,
+not the actors, sets the pace.
 
 A subclass provides ``build_policy`` (its networks), ``build_optimizers``, ``update(batch)`` (one
 gradient step, returning its statistics as detached tensors), ``after_round`` (target networks,
@@ -47,6 +51,10 @@ OFF_POLICY_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: How many rounds of ``train_freq`` env steps streaming actors may sample ahead of the learner.
+STREAM_ROUNDS_AHEAD = 8
+
+
 def schedule_points(schedule: Any, key: str) -> tuple[list[float], list[float]]:
     """(env steps, values) of a ``[[env_steps, value], ...]`` schedule; ValueError naming ``key``."""
     ok = isinstance(schedule, (list, tuple)) and len(schedule) >= 1 and all(
@@ -65,8 +73,8 @@ class OffPolicyTrainer(DistributedTrainer):
                                                         "gamma")
     _model_shorthands = ("hidden_sizes", "activation")
     learner_name = "torch"
-    # Every streamed step goes into the replay buffer: the streams run free, as the replay ratio
-    # asks of the env's pace, not of a batch's.
+    # Every streamed step goes into the replay buffer (whole takes); the streams' bound is a few
+    # rounds (stream_bound), not an on-policy batch.
     bounded_streams = False
     #: Whether ``config["model"]`` may be a callable building the network (see the subclass).
     _takes_model_callable = False
@@ -146,15 +154,28 @@ class OffPolicyTrainer(DistributedTrainer):
         self.replay_rng = np.random.default_rng([self.seed, 2])
         self.torch_rng = torch.Generator(device=self.device).manual_seed(self.seed)
         self.num_updates = 0
+        self._update_credit = 0.0  # updates owed to streamed steps, fractions of one (see training_step)
+
+    def stream_bound(self) -> int:
+        """Streams sample at most a few rounds ahead of the learner: ``STREAM_ROUNDS_AHEAD``
+        rounds of ``train_freq`` env steps (the bound a group takes at its start). The learner
+        keeps the config's replay ratio, so actors that could sample faster than it learns would
+        only pile up steps sampled with ever older weights."""
+        return STREAM_ROUNDS_AHEAD * int(self.cfg["train_freq"])
 
     # -- an iteration --------------------------------------------------------------------------
     def training_step(self) -> dict[str, Any]:
         c = self.cfg
         stats: list[dict[str, Any]] = []
         while self._this_iter["env_steps"] < c["min_sample_timesteps_per_iteration"]:
-            self._sample_round(c["train_freq"])
+            got = self._sample_round(c["train_freq"])
             if len(self.buffer) >= max(1, c["num_steps_sampled_before_learning_starts"]):
-                for _ in range(c["gradient_steps"]):
+                updates = c["gradient_steps"]
+                if self._streams():  # as many as the steps taken ask for (see the module docstring)
+                    self._update_credit += c["gradient_steps"] * got / c["train_freq"]
+                    updates = int(self._update_credit)
+                    self._update_credit -= updates
+                for _ in range(updates):
                     stats.append(self.update(self._replayed()))
                     self.num_updates += 1
             self.after_round()
@@ -162,9 +183,10 @@ class OffPolicyTrainer(DistributedTrainer):
         return {**_means(stats), "cur_lr": float(c["lr"]), "num_updates": self.num_updates,
                 "replay_size": len(self.buffer), "num_sgd_updates": len(stats)}
 
-    def _sample_round(self, env_steps: int) -> None:
-        """Sample ``env_steps`` transitions into the buffer: NEXT_STEP reset slots are no
-        transitions, so a round asks again for what they took (SB3 counts env steps alike)."""
+    def _sample_round(self, env_steps: int) -> int:
+        """Sample ``env_steps`` transitions (or more, from streams) into the buffer; returns how
+        many. NEXT_STEP reset slots are no transitions, so a round asks again for what they took
+        (SB3 counts env steps alike)."""
         got = 0
         while got < env_steps:
             for fragment in self.sample(env_steps - got):
@@ -172,6 +194,7 @@ class OffPolicyTrainer(DistributedTrainer):
                 self.buffer.add(self._transitions(fragment))
                 self.count_batch(steps, fragment.episode_returns, fragment.episode_lens)
                 got += steps
+        return got
 
     def _transitions(self, fragment: Fragment) -> dict[str, Any]:
         """The fragment's n-step transitions, windows continued across each worker's fragments."""

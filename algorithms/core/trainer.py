@@ -364,8 +364,14 @@ class DistributedTrainer(Trainable):
             # Streams sample from the moment each actor is up: started as many at once as this
             # node has cores, the first are up (and sampling) long before the last.
             max_starting=cores_here() if self._streams() else None,
-            stream_ahead=c["train_batch_size"] if self.bounded_streams else None,
+            stream_ahead=self.stream_bound(),
+            whole_takes=not self.bounded_streams,
         )
+
+    def stream_bound(self) -> int | None:
+        """Env steps the streams may sample ahead of the learner (``WorkerGroup``'s
+        ``stream_ahead``): an on-policy trainer's batch; None: unbounded."""
+        return int(self.cfg["train_batch_size"]) if self.bounded_streams else None
 
     def _set_learner_threads(self) -> None:
         # Small networks: one thread per whole CPU of the learner's bundle, at least one

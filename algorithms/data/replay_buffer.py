@@ -99,7 +99,8 @@ class NStepTransitions:
     """n-step transitions of a stream of fragments, windows crossing the fragments' ends.
 
     Of each fragment, the steps whose n-step window is complete inside it become transitions at
-    once; its last ``n_step - 1`` rows wait for the same worker's next fragment, and are put in
+    once; its last ``n_step - 1`` rows (``n_step`` with ``action_values``: the bootstrap's value is
+    the following row's) wait for the same worker's next fragment, and are put in
     front of it when it continues them (its first observation is the one they ended on; a worker
     replaced or reconfigured meanwhile starts anew: the held rows then become transitions on
     their own, shortened at their end as :func:`transitions` does).
@@ -115,7 +116,10 @@ class NStepTransitions:
         self._held: dict[int, Fragment] = {}  # worker index -> its last rows, not yet transitions
 
     def __call__(self, fragment: Fragment) -> dict[str, np.ndarray]:
-        if self.n_step == 1:
+        # With the sampling policy's values (Ape-X's actors), one row more waits: the value of the
+        # observation after a transition's last step is the next row's, which then is at hand.
+        hold = self.n_step - 1 + (fragment.action_values is not None)
+        if hold == 0:
             return transitions(fragment, self.gamma, 1)
         key = fragment.worker_index
         held = self._held.pop(key, None)
@@ -126,7 +130,7 @@ class NStepTransitions:
             else:
                 done_before = transitions(held, self.gamma, self.n_step)
         T = fragment.num_steps
-        keep = min(self.n_step - 1, T)
+        keep = min(hold, T)
         self._held[key] = fragment if keep == T else fragment.split(T - keep)[1]
         out = transitions(fragment, self.gamma, self.n_step, starts=T - keep)
         if done_before is not None:

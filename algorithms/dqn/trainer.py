@@ -365,6 +365,9 @@ class DQN(OffPolicyTrainer):
         check(is_number(alpha) and alpha >= 0, "prioritized_replay_alpha", "must be a number >= 0", alpha)
         check(is_number(beta) and 0 <= beta <= 1, "prioritized_replay_beta", "must be in [0, 1]", beta)
         check(is_number(eps) and eps > 0, "prioritized_replay_eps", "must be a number > 0", eps)
+        if given.get("per_worker_exploration") is True:  # asked for; by default it waits for actors to ladder
+            check(c["num_workers"] >= 2, "per_worker_exploration", f"an epsilon ladder needs num_workers >= 2 rollout "
+                  f"actors (num_workers is {c['num_workers']}); set it to False for one epsilon", True)
         _, values = schedule_points(c["epsilon"], "epsilon")
         check(all(0 <= v <= 1 for v in values), "epsilon", "values must be in [0, 1]", c["epsilon"])
 
@@ -373,7 +376,7 @@ class DQN(OffPolicyTrainer):
         import gymnasium as gym
 
         if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"config key 'env': DQN needs a Discrete action space, this env has {action_space}")
+            raise ValueError(f"config key 'env': {self._name} needs a Discrete action space, this env has {action_space}")
         model = self.cfg["model"]
         kwargs = {"obs_dim": ObsSpace(observation_space).flat_dim, "num_actions": int(action_space.n),
                   "action_start": int(action_space.start)}

@@ -74,7 +74,8 @@ class WorkerGroup:
     ``stream_ahead`` (streams): an on-policy trainer's batch; the streams and the leftover for
     the next batch together hold at most two of them (see :meth:`_max_ahead`), so that a learner
     slower than its actors gets batches sampled with the weights one or two updates old, not ever
-    older ones. None: unbounded.
+    older ones. None: unbounded. ``whole_takes``: a batch is everything taken (a replay buffer's:
+    its learner's updates follow the steps it got), not cut to the steps asked for (see :meth:`_keep`).
     """
 
     def __init__(
@@ -86,12 +87,14 @@ class WorkerGroup:
         local_policy: Any,
         max_starting: int | None = None,
         stream_ahead: int | None = None,
+        whole_takes: bool = False,
     ) -> None:
         if max_starting is not None and max_starting < 1:
             raise ValueError(f"max_starting must be None or at least 1, got {max_starting!r}")
         if stream_ahead is not None and stream_ahead < 1:
             raise ValueError(f"stream_ahead must be None or at least 1, got {stream_ahead!r}")
         self.stream_ahead = stream_ahead
+        self.whole_takes = whole_takes
         self._bound_sent: int | None = None  # the bound the running streams were last told (None: none yet)
         self.created_at = time.perf_counter()
         self._kwargs = worker_kwargs
@@ -302,7 +305,8 @@ class WorkerGroup:
         version behind). The learner takes every actor's steps when the total should have
         reached part of ``min_slots`` (judged from the rate of the last takes), then again for
         the rest (see :meth:`_aim`). A batch holds ``min_slots`` env steps or a few more, however
-        unevenly the envs stepped: steps beyond that wait for the next batch (see :meth:`_keep`)."""
+        unevenly the envs stepped: steps beyond that wait for the next batch (see :meth:`_keep`);
+        with ``whole_takes`` (a replay buffer's) a batch is everything taken."""
         self.start_streams()
         carried, self._carry = self._carry, []
         fresh: list[Fragment] = []
@@ -315,7 +319,10 @@ class WorkerGroup:
             if slots < min_slots:
                 time.sleep(self._wait_for(self._aim(min_slots - slots, min_slots, len(self.actors))))
             slots += self._take_all(fresh)
-        batch = self._keep(carried, fresh, min_slots)
+        # A replay buffer's batch is all that was taken, and its learner's updates follow it
+        # (algorithms/core/off_policy.py): cut to min_slots, a learner of small rounds would leave
+        # a backlog growing ever older behind it.
+        batch = carried + fresh if self.whole_takes else self._keep(carried, fresh, min_slots)
         self._bound_streams()
         return batch
 

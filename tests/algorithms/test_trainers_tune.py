@@ -35,6 +35,9 @@ class Row:
 ROWS = {
     # the trials differ by seed: in 512 steps of epsilon-greedy exploration the lr changes no return
     "DQN": Row({"env": "CartPole-v1", **OFF_POLICY, "target_network_update_freq": 64}, ("seed", [0, 1, 2, 3])),
+    # APEX's ladder needs actors: here the one-trial-at-a-time contract, its prioritized replay in the learner
+    "APEX": Row({"env": "CartPole-v1", **OFF_POLICY, "target_network_update_freq": 64, "num_workers": 0,
+                 "per_worker_exploration": False, "sample_async": False}, ("seed", [0, 1, 2, 3])),
     "SAC": Row({"env": "Pendulum-v1", **OFF_POLICY}, ("lr", [1e-4, 1e-3, 3e-3, 1e-2]), pbt_config=ONE_EPISODE),
     "TD3": Row({"env": "Pendulum-v1", **OFF_POLICY}, ("lr", [1e-4, 1e-3, 3e-3, 1e-2]),
                pbt_config={**ONE_EPISODE, "exploration_config": {"stddev": 0.1}}, pbt_trainable="DDPG",
