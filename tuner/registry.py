@@ -10,7 +10,7 @@ _REGISTRY: dict[str, Any] = {}
 _BUILTIN: dict[str, str] = {"PPO": "algorithms.ppo:PPO", "A2C": "algorithms.a2c:A2C", "DQN": "algorithms.dqn:DQN",
                             "SAC": "algorithms.sac:SAC", "TD3": "algorithms.td3:TD3", "DDPG": "algorithms.td3:DDPG",
                             "IMPALA": "algorithms.impala:IMPALA", "APPO": "algorithms.appo:APPO",
-                            "APEX": "algorithms.apex:APEX"}
+                            "APEX": "algorithms.apex:APEX", "ES": "algorithms.es:ES", "ARS": "algorithms.ars:ARS"}
 
 
 def register_trainable(name: str, trainable: Callable[..., Any] | type) -> None:

@@ -1,4 +1,4 @@
-"""The trainers by name (``"PPO"``, ``"A2C"``, ``"IMPALA"``, ``"APPO"``, ``"DQN"``, ``"APEX"``, ``"SAC"``, ``"TD3"``, ``"DDPG"``), each imported on first use: a rollout
+"""The trainers by name (``"PPO"``, ``"A2C"``, ``"IMPALA"``, ``"APPO"``, ``"DQN"``, ``"APEX"``, ``"SAC"``, ``"TD3"``, ``"DDPG"``, ``"ES"``, ``"ARS"``), each imported on first use: a rollout
 actor imports ``algorithms`` for its worker class and must not pay for torch, which only learners need."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 #: The package of each trainer, by the name it is exported under.
 TRAINERS = {"A2C": "algorithms.a2c", "PPO": "algorithms.ppo", "DQN": "algorithms.dqn", "SAC": "algorithms.sac", "TD3": "algorithms.td3",
             "DDPG": "algorithms.td3", "IMPALA": "algorithms.impala", "APPO": "algorithms.appo",
-            "APEX": "algorithms.apex"}
+            "APEX": "algorithms.apex", "ES": "algorithms.es", "ARS": "algorithms.ars"}
 
 
 def trainer_class(name: str) -> Any:

@@ -290,7 +290,7 @@ class RolloutWorker:
                 policy.begin_fragment()
             obs = self.obs
             env_actions, actions, logp, values = policy.act(obs, rng)
-            action_values = policy.action_values if record else None
+            action_values = policy.action_values if record else None  # type: ignore[attr-defined]
             next_obs, rewards, terminated, truncated, _ = envs.step(env_actions)
             # Kept until taken: copies, as a vector env may hand out its own buffers every step.
             next_obs = stored(next_obs)
@@ -362,6 +362,12 @@ class RolloutWorker:
             node=self.node, filter_delta=delta, action_values=action_values,
         )
 
+    def apply(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(self, *args)`` in this worker: an algorithm's own use of the worker's envs, policy
+        and normalisation (ES and ARS play their perturbations' episodes: ``algorithms/es/``)."""
+        self._raise_configure_error()
+        return fn(self, *args)
+
     def close(self) -> None:
         if self._threads is not None:
             self._threads.close()
@@ -404,7 +410,7 @@ class RolloutWorker:
                 actions_buf = np.empty((T,) + actions.shape, dtype=actions.dtype)
             actions_buf[t] = actions
             if q_buf is not None:
-                q_buf[t] = policy.action_values
+                q_buf[t] = policy.action_values  # type: ignore[attr-defined]  # RecordsActionValues
             obs, reward_buf[t], term_buf[t], trunc_buf[t], _ = envs.step(env_actions)
             if norm is not None:
                 obs = norm.observe(obs)

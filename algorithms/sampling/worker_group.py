@@ -35,6 +35,7 @@ from ray.exceptions import RayActorError
 from algorithms.sampling.fragment import Fragment, as_fragments
 from algorithms.sampling.rollout_actors import PARKED, kill, same_group, start_actor
 from algorithms.sampling.rollout_worker import RolloutWorker
+from algorithms.sampling.stream_batches import aim, cut
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +44,6 @@ MAX_CONSECUTIVE_WORKER_FAILURES = 3
 
 #: Sample requests are numbered across the trainers of this process: an abort covers one trainer's.
 _requests = itertools.count()
-
-#: Streams: a batch may hold this share of steps beyond the steps asked for (a take never stops
-#: exactly there); the steps beyond it wait for the next batch (``WorkerGroup._keep``).
-BATCH_SLACK = 0.05
-#: Streams: while a batch lacks more than its slack, the learner waits for this share of what it
-#: lacks before it takes, and for the rest with later takes (``WorkerGroup._aim``).
-APPROACH = 0.8
 
 
 class WorkerGroup:
@@ -74,8 +68,9 @@ class WorkerGroup:
     ``stream_ahead`` (streams): an on-policy trainer's batch; the streams and the leftover for
     the next batch together hold at most two of them (see :meth:`_max_ahead`), so that a learner
     slower than its actors gets batches sampled with the weights one or two updates old, not ever
-    older ones. None: unbounded. ``whole_takes``: a batch is everything taken (a replay buffer's:
-    its learner's updates follow the steps it got), not cut to the steps asked for (see :meth:`_keep`).
+    older ones. None: unbounded. ``whole_takes``: a batch is all that was taken, not cut to the
+    steps asked for (a replay buffer's: its learner's updates follow the steps it got, while cut
+    batches would leave a backlog growing ever older behind a learner of small rounds).
     """
 
     def __init__(
@@ -231,6 +226,23 @@ class WorkerGroup:
         for index in self._streams:  # running streams load them between two steps
             self.actors[index].push_weights.options(concurrency_group="control").remote(self._version, [self._weights_ref])
 
+    def foreach(self, fn: Callable[..., Any], args: list[tuple[Any, ...]]) -> list[Any]:
+        """``fn(worker, *args[i])`` on worker i (the actors at once; the in-process worker: one
+        call, ``args[0]``), results in order; a dead actor is replaced and asked again."""
+        if self.local is not None:
+            return [self.local.apply(fn, *args[0])]
+        indices = sorted(self.actors)[:len(args)]
+        refs = {i: self.actors[i].apply.remote(fn, *a) for i, a in zip(indices, args)}
+        results = {}
+        while refs:
+            i, ref = refs.popitem()
+            try:
+                results[i] = ray.get(ref)
+            except RayActorError as exc:
+                self._replace(i, exc)
+                refs[i] = self.actors[i].apply.remote(fn, *args[indices.index(i)])
+        return [results[i] for i in indices]
+
     # -- sampling -------------------------------------------------------------------------
     def _submit(self, index: int, num_steps: int) -> None:
         actor = self.actors[index]
@@ -304,8 +316,8 @@ class WorkerGroup:
         between two steps as soon as they arrive, so only the steps sampled meanwhile are one
         version behind). The learner takes every actor's steps when the total should have
         reached part of ``min_slots`` (judged from the rate of the last takes), then again for
-        the rest (see :meth:`_aim`). A batch holds ``min_slots`` env steps or a few more, however
-        unevenly the envs stepped: steps beyond that wait for the next batch (see :meth:`_keep`);
+        the rest (see ``stream_batches.aim``). A batch holds ``min_slots`` env steps or a few more,
+        however unevenly the envs stepped: steps beyond that wait for the next batch (``cut``);
         with ``whole_takes`` (a replay buffer's) a batch is everything taken."""
         self.start_streams()
         carried, self._carry = self._carry, []
@@ -317,32 +329,14 @@ class WorkerGroup:
             self._launch_deferred()
             self._check_streams()
             if slots < min_slots:
-                time.sleep(self._wait_for(self._aim(min_slots - slots, min_slots, len(self.actors))))
+                time.sleep(self._wait_for(aim(min_slots - slots, min_slots, len(self.actors))))
             slots += self._take_all(fresh)
-        # A replay buffer's batch is all that was taken, and its learner's updates follow it
-        # (algorithms/core/off_policy.py): cut to min_slots, a learner of small rounds would leave
-        # a backlog growing ever older behind it.
-        batch = carried + fresh if self.whole_takes else self._keep(carried, fresh, min_slots)
+        if self.whole_takes:
+            batch = carried + fresh
+        else:
+            batch, self._carry = cut(carried, fresh, min_slots)
         self._bound_streams()
         return batch
-
-    @staticmethod
-    def _aim(need: int, min_slots: int, actors: int) -> int:
-        """How many of the ``need`` steps a batch still lacks to wait for before the next take:
-        all of them once they are within the batch's slack (:data:`BATCH_SLACK`) or a step of
-        each of the ``actors`` (a take is no finer: an off-policy trainer's rounds of a few
-        steps take once), else :data:`APPROACH` of them.
-
-        The wait is judged from a rate that a few slow steps put off by several percent, and a
-        take that overshoots leaves its excess for the next batch, where it is stale: sampled
-        with the weights before this batch's update, so one version behind the learner (and
-        weighted, see ``PPO._correct_stale``), which costs return at equal env steps. Approached
-        in a few takes (a round of calls of a few milliseconds each), a batch is filled with the
-        steps sampled with the current weights, and only those sampled while the learner learns
-        are behind."""
-        if need <= max(min_slots * BATCH_SLACK, actors):
-            return need
-        return max(1, math.ceil(need * APPROACH))
 
     def _wait_for(self, slots: int) -> float:
         """Seconds until the streams should hold ``slots`` more steps than at the last take."""
@@ -386,38 +380,6 @@ class WorkerGroup:
             self._rate = rate if self._rate is None else 0.7 * self._rate + 0.3 * rate
         self._last_take = now
         return taken
-
-    def _keep(self, carried: list[Fragment], fresh: list[Fragment], min_slots: int) -> list[Fragment]:
-        """The batch: ``min_slots`` of the steps (or up to 5% more), oldest first: what was left
-        over last time, then this batch's takes, each group's fragments cut in the same
-        proportion; the rest waits for the next batch. Without this, the first batch of a trial
-        would hold everything its actors sampled while the learner set up (fewer updates per env
-        step), and a late take would make a big batch."""
-        kept: list[Fragment] = []
-        budget = min_slots
-        for group in (carried, fresh):
-            size = sum(f.slots for f in group)
-            if budget <= 0:
-                self._carry.extend(group)
-                continue
-            if size <= budget * (1 + BATCH_SLACK):
-                kept.extend(group)
-                budget -= size
-                continue
-            share = budget / size
-            for fragment in group:
-                steps = fragment.num_steps
-                cut = math.ceil(steps * share)
-                if cut >= steps:
-                    kept.append(fragment)
-                elif cut == 0:
-                    self._carry.append(fragment)
-                else:
-                    head, tail = fragment.split(cut)
-                    kept.append(head)
-                    self._carry.append(tail)
-            budget = 0
-        return kept
 
     def start_streams(self) -> None:
         """Start every actor's stream that is not running (with the weights published last); an

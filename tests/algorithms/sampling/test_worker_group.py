@@ -332,16 +332,16 @@ def test_a_streamed_batch_is_approached_in_takes_that_stay_within_its_slack(judg
     # next batch, where it is stale. Here the envs step ``judged_short`` times faster than judged
     # (every take brings that many times the steps waited for): one take aimed at the whole
     # batch overshoots its slack, takes aimed at part of what is lacking do not.
-    from algorithms.sampling.worker_group import BATCH_SLACK, WorkerGroup
+    from algorithms.sampling.stream_batches import BATCH_SLACK, aim
 
     min_slots, slots, takes = 2048, 0, 0
     while slots < min_slots:
-        slots += round(WorkerGroup._aim(min_slots - slots, min_slots, actors=8) * judged_short)
+        slots += round(aim(min_slots - slots, min_slots, actors=8) * judged_short)
         takes += 1
     assert min_slots <= slots <= min_slots * (1 + BATCH_SLACK)
     assert takes <= 4  # each take is a round of calls to every actor: a few, not one per step
     # a batch of a few steps (an off-policy trainer's round) is not worth a take per step
-    assert [WorkerGroup._aim(need, 4, actors=2) for need in (4, 3, 1)] == [4, 3, 1]
+    assert [aim(need, 4, actors=2) for need in (4, 3, 1)] == [4, 3, 1]
 
 
 def test_a_bounded_stream_waits_for_a_take_once_it_holds_max_ahead_steps():
