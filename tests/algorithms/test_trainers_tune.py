@@ -30,6 +30,7 @@ class Row:
     pbt_interval: int = 2
     pbt_iterations: int = 4
     pbt_trainable: str = ""  # another name for the PBT sweep (DDPG for TD3's row)
+    lr_key: str = "lr"  # the key PBT perturbs, reported back as cur_lr (ES: stepsize)
 
 
 ROWS = {
@@ -50,6 +51,12 @@ ROWS = {
                   "min_sample_timesteps_per_iteration": 128, "hidden_sizes": [16], "num_cpus_for_learner": 0.5},
                  ("lr", [1e-4, 1e-3, 3e-3, 1e-2]), budget=2048, pbt_interval=4, pbt_iterations=8,
                  pbt_mutations={"lr": [1e-4, 1e-3, 3e-3]}) for name in ("IMPALA", "APPO")},
+    **{name: Row({"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 128, "noise_size": 100_000,
+                  "hidden_sizes": [8], "num_cpus_for_learner": 0.5, **population},
+                 ("seed", [0, 1, 2, 3]), budget=1024, pbt_grid=(0.001, 0.05), lr_key=key,
+                 pbt_mutations={key: [0.001, 0.01, 0.05]})
+       for name, key, population in (("ES", "stepsize", {"episodes_per_batch": 8}),
+                                     ("ARS", "sgd_stepsize", {"num_rollouts": 4, "rollouts_used": 2}))},
 }
 
 
@@ -79,10 +86,10 @@ def test_synchronous_pbt_exploits_and_the_exploited_trial_keeps_its_perturbed_co
                                         quantile_fraction=0.5, hyperparam_mutations=row.pbt_mutations, seed=0,
                                         synch=True)
     analysis = tune.run(row.pbt_trainable or name,
-                        config={**row.config, **row.pbt_config, "seed": 0, "lr": tune.grid_search(list(row.pbt_grid))},
+                        config={**row.config, **row.pbt_config, "seed": 0, row.lr_key: tune.grid_search(list(row.pbt_grid))},
                         scheduler=scheduler, stop={"training_iteration": row.pbt_iterations},
                         metric="episode_return_mean", mode="max", storage_path=str(tmp_path), name="pbt", verbose=0)
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 2
     assert analysis.exploits, "no trial exploited another"
     for trial in analysis.trials:  # the restored trial learns with its own (perturbed) lr
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
+        assert trial.last_result["cur_lr"] == pytest.approx(trial.config[row.lr_key])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms import A2C, DQN, IMPALA, PPO, SAC, TD3, register_env
+from algorithms import A2C, DQN, ES, IMPALA, PPO, SAC, TD3, register_env
 from algorithms.data.observations import ObsSpace, batch_of, check_supported, to_tensors
 from algorithms.sampling.rollout_worker import RolloutWorker
 
@@ -60,11 +60,13 @@ TINY = {"PPO": {"num_envs_per_worker": 2, "train_batch_size": 32, "minibatch_siz
 TINY["TD3"] = TINY["SAC"]
 TINY["A2C"] = {"num_envs_per_worker": 2, "train_batch_size": 32}
 TINY["IMPALA"] = {"num_workers": 0, "num_envs_per_worker": 2, "train_batch_size": 32, "min_sample_timesteps_per_iteration": 32}
-TRAINERS = {"PPO": PPO, "A2C": A2C, "IMPALA": IMPALA, "DQN": DQN, "SAC": SAC, "TD3": TD3}
+TINY["ES"] = {"num_workers": 0, "episodes_per_batch": 2, "train_batch_size": 16, "noise_size": 100_000,
+              "observation_filter": "NoFilter"}
+TRAINERS = {"PPO": PPO, "A2C": A2C, "IMPALA": IMPALA, "DQN": DQN, "SAC": SAC, "TD3": TD3, "ES": ES}
 #: (trainer, sampling mode) pairs run with rollout actors: TD3 samples as SAC does but for its actor,
 #: A2C as PPO does, synchronously only, IMPALA (and APPO, its loss aside) from streams only
 WITH_ROLLOUT_ACTORS = [(t, m) for t in ("DQN", "PPO", "SAC") for m in ("sync", "streams", "requests")] + [
-    ("TD3", "sync"), ("A2C", "sync"), ("IMPALA", "streams")]
+    ("TD3", "sync"), ("A2C", "sync"), ("IMPALA", "streams"), ("ES", "sync")]
 
 
 def _config(trainer: str, obs: str, **extra):
