@@ -144,12 +144,11 @@ def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, clean_be
         assert all(len(f) == resume_sweep.ITERATIONS for f in analysis.trial_dataframes.values())
 
 
-@pytest.mark.parametrize("trainer", sorted(["TD3", "APPO"]))
+@pytest.mark.parametrize("trainer", sorted(["TD3", "APPO", "APEX", "ES"]))
 def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result_exactly_once(tmp_path, trainer):
-    """TD3 trials (rollout state, replay buffer, target networks in their checkpoints) and APPO
-    trials (streaming rollout actors, a target policy) under PBT: the driver killed once an
-    exploit is on record; the resumed sweep finishes every trial with each iteration's result
-    stored once, the results from before the kill unchanged."""
+    """RL trainers keeping different state in their checkpoints (tests/tuner/rl_resume_sweep.py)
+    under PBT: the driver killed once an exploit is on record; the resumed sweep finishes every
+    trial with each iteration's result stored once, the results from before the kill unchanged."""
     import ray
 
     from tests.tuner import rl_resume_sweep
@@ -185,7 +184,7 @@ def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result
     assert all(after[key] == value for key, value in rows_before.items())
     assert analysis.exploits
     for trial in analysis.trials:  # an exploited trial kept its own (perturbed) lr after the resume
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
+        assert trial.last_result["cur_lr"] == pytest.approx(trial.config[rl_resume_sweep.LR_KEYS.get(trainer, "lr")])
 
 
 def test_sigterm_leaves_interrupted_trials_that_resume_finishes(tmp_path, clean_best_x):
