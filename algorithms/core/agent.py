@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from algorithms.core.names import trainer_class
+from tuner.trainable.checkpoint import atomic_file
 
 __all__ = ["AGENT_FILE", "AGENT_LAYOUT", "Episode", "load_trainer", "make_single_env", "play", "read_agent_file",
            "write_agent_file"]
@@ -36,7 +37,7 @@ def write_agent_file(checkpoint_dir: str, algorithm: str, config: Mapping[str, A
     """Write ``agent.json`` into ``checkpoint_dir``: the algorithm and its (given) config."""
     left_out: list[str] = []
     encoded = _encode(dict(config), "", left_out)
-    with open(os.path.join(checkpoint_dir, AGENT_FILE), "w") as f:
+    with atomic_file(os.path.join(checkpoint_dir, AGENT_FILE), "w") as f:
         json.dump({"format": 1, "algorithm": algorithm, "config": encoded, "left_out": left_out}, f)
 
 
@@ -45,7 +46,7 @@ def read_agent_file(checkpoint_dir: str) -> tuple[str, dict[str, Any], list[str]
     without it is a ValueError saying what it is not."""
     path = os.path.join(checkpoint_dir, AGENT_FILE)
     if not os.path.exists(path):
-        raise ValueError(f"{checkpoint_dir} is not a checkpoint of one of our trainers (PPO, A2C, DQN, SAC, TD3, DDPG): "
+        raise ValueError(f"{checkpoint_dir} is not a checkpoint of one of our trainers: "
                          f"it holds no {AGENT_FILE}")
     with open(path) as f:
         data = json.load(f)

@@ -57,6 +57,7 @@ from algorithms.sampling.episodes import EpisodeWindow
 from algorithms.sampling.evaluation import EVALUATION_RESULT_KEYS, Evaluator
 from algorithms.sampling.rollout_actors import cores_here
 from algorithms.sampling.worker_group import WorkerGroup
+from tuner.trainable.checkpoint import atomic_file
 from tuner.trainable.trainable import Trainable
 
 
@@ -508,7 +509,8 @@ class DistributedTrainer(Trainable):
         }
         import torch
 
-        torch.save(state, os.path.join(checkpoint_dir, STATE_FILE))
+        with atomic_file(os.path.join(checkpoint_dir, STATE_FILE)) as f:  # over a checkpoint on record, at once
+            torch.save(state, f)
         write_agent_file(checkpoint_dir, self._name, self.config)  # what load_agent builds the agent from
 
     # -- the trained agent -------------------------------------------------------------------

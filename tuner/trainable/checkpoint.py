@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 
 class Checkpoint:
@@ -90,3 +90,23 @@ def persist_checkpoint(source: str, trial_dir: str, iteration: int) -> str:
     else:
         shutil.copytree(src, dest)
     return str(dest)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, mode: str = "wb") -> Iterator[Any]:
+    """A file object whose content replaces ``path`` all at once when the block ends (a file
+    beside it, then ``os.replace``): a process killed while it writes leaves the file as it
+    was, never cut short. A trial may write the checkpoint of an iteration it already
+    checkpointed (a pause after an exploit), over the one the store has on record."""
+    directory = os.path.dirname(path) or "."
+    fd, partial = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
+from tuner.trainable.checkpoint import atomic_file
 from tuner.trainable.context import TrialInfo
 
 #: Keys the engine adds to every result.
@@ -205,7 +206,7 @@ class Trainable:
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
         data = self.save_checkpoint(checkpoint_dir)
         if isinstance(data, dict):
-            with open(os.path.join(checkpoint_dir, _DICT_CHECKPOINT_FILE), "wb") as f:
+            with atomic_file(os.path.join(checkpoint_dir, _DICT_CHECKPOINT_FILE)) as f:
                 pickle.dump(data, f)
         self.write_metadata(checkpoint_dir)
         return checkpoint_dir
@@ -213,7 +214,7 @@ class Trainable:
     def write_metadata(self, checkpoint_dir: str) -> None:
         """Record the iteration and time counters in ``checkpoint_dir`` so a restore continues them."""
         meta = {"iteration": self._iteration, "time_total_s": self._time_total}
-        with open(os.path.join(checkpoint_dir, _METADATA_FILE), "w") as f:
+        with atomic_file(os.path.join(checkpoint_dir, _METADATA_FILE), "w") as f:
             json.dump(meta, f)
 
     def restore(self, checkpoint_dir: str) -> None:

@@ -122,3 +122,18 @@ def test_learns_cartpole_with_rollout_actors(cls, ray_session):
         assert best >= 150, f"{cls.__name__}: best mean return {best:.1f} in {trainer.env_steps_total} env steps"
     finally:
         trainer.stop()
+
+
+def test_a_killed_rollout_actor_is_replaced_and_its_share_of_the_population_played_again(ray_session):
+    import ray
+
+    trainer = ES(config={**SMALL, "seed": 0, "num_workers": 2, "num_cpus_per_worker": 0.25, "episodes_per_batch": 8})
+    try:
+        trainer.train()
+        victim = trainer.workers.actors[2]
+        ray.kill(victim)
+        result = trainer.train()
+        assert result["num_worker_restarts"] == 1 and trainer.workers.actors[2] is not victim
+        assert result["episodes_this_iter"] == result["episodes_this_population"] >= 8  # every pair played
+    finally:
+        trainer.stop()

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from algorithms import A2C, DQN, PPO, SAC, TD3, register_env
+from algorithms import A2C, APPO, DQN, ES, PPO, SAC, TD3, register_env
 from algorithms.core.agent import play
 from algorithms.sampling.evaluation import EVAL_SEED_LOW, evaluation_seeds
 
@@ -19,6 +19,9 @@ TRAINERS = {
     "DQN": (DQN, "CartPole-v1", OFF_POLICY),
     "SAC": (SAC, "Pendulum-v1", OFF_POLICY),
     "TD3": (TD3, "Pendulum-v1", OFF_POLICY),
+    "APPO": (APPO, "CartPole-v1", {"num_workers": 0, "train_batch_size": 64, "min_sample_timesteps_per_iteration": 64}),
+    "ES": (ES, "CartPole-v1", {"num_workers": 0, "episodes_per_batch": 4, "train_batch_size": 64,
+                               "noise_size": 100_000, "hidden_sizes": [8]}),
 }
 
 
