@@ -25,8 +25,8 @@ def _run(script: str, *args: str) -> str:
 
 @pytest.mark.usefixtures("ray_session")
 def test_es_scaling_prints_a_row_per_number_of_actors():
-    out = _run("es_scaling.py", "--algos", "es,ars", "--actors", "1", "--seconds", "1", "--pairs", "2")
-    assert re.search(r"^\s+1\s+\d+\s+\d+\s+\d+%\s+\d+\s+\d+%$", out, re.M), out
+    out = _run("es_scaling.py", "--algos", "ars", "--actors", "1", "--seconds", "0.5", "--pairs", "2")
+    assert re.search(r"^\s+1\s+\d+\s+\d+\s+\d+%$", out, re.M), out
 
 
 def test_bad_flags_are_one_line_naming_them():

@@ -1,9 +1,8 @@
 """A PBT sweep of RL trainers that a test kills and resumes: importable by the driver subprocess.
 
 TD3 (a replay buffer, target networks), APPO (a streaming rollout actor per trial, a target
-policy), APEX (streaming actors on an epsilon ladder, prioritized replay) and ES (actors playing
-a population's episodes, a noise table, Adam): the state each keeps in its checkpoints differs,
-the contract does not."""
+policy) and ES (actors playing a population's episodes, a noise table, Adam): the state each
+keeps in its checkpoints differs, the contract does not."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import sys
 from schedulers import PopulationBasedTraining
 from tuner import tune
 
-ITERATIONS = 8
+ITERATIONS = 6
 CONFIGS = {
     #: One Pendulum episode an iteration (every trial has a score at every point), networks small.
     "TD3": {"env": "Pendulum-v1", "hidden_sizes": [32], "min_sample_timesteps_per_iteration": 200,
@@ -23,11 +22,6 @@ CONFIGS = {
     "APPO": {"env": "CartPole-v1", "hidden_sizes": [16], "num_workers": 1, "num_envs_per_worker": 4,
              "train_batch_size": 64, "min_sample_timesteps_per_iteration": 256, "num_cpus_per_worker": 0.25,
              "num_cpus_for_learner": 0.25, "metrics_num_episodes_for_smoothing": 5, "seed": 0},
-    #: Two streaming actors on the ladder, prioritized replay with their priorities.
-    "APEX": {"env": "CartPole-v1", "hidden_sizes": [16], "num_workers": 2, "min_sample_timesteps_per_iteration": 200,
-             "learning_starts": 64, "train_batch_size": 32, "replay_buffer_config": {"capacity": 2000},
-             "num_cpus_per_worker": 0.125, "num_cpus_for_learner": 0.25, "metrics_num_episodes_for_smoothing": 5,
-             "seed": 0},
     #: Two actors playing a small population's episodes.
     "ES": {"env": "CartPole-v1", "hidden_sizes": [8], "num_workers": 2, "episodes_per_batch": 8,
            "train_batch_size": 100, "noise_size": 100_000, "num_cpus_per_worker": 0.125, "num_cpus_for_learner": 0.25,

@@ -103,9 +103,7 @@ def atomic_file(path: str, mode: str = "wb") -> Iterator[Any]:
     try:
         with os.fdopen(fd, mode) as f:
             yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        os.replace(partial, path)  # no fsync: it guards against a process killed, not a machine
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(partial)

@@ -85,18 +85,18 @@ def test_a_streamed_fragments_rows_wait_for_the_value_after_them_and_the_unknown
 
 def test_streaming_actors_on_a_ladder_learn_cartpole_and_give_first_priorities(ray_session):
     # The return is over both actors' episodes, the exploring one's (epsilon 0.4) many and short:
-    # it passes 100 near 35k env steps on an idle machine.
+    # from a random policy's 22 it passes 60 near 20k env steps on an idle machine (100 near 35k).
     trainer = APEX(config={"env": "CartPole-v1", "seed": 0, "num_workers": 2, "num_cpus_per_worker": 0.25,
                            "num_cpus_for_learner": 1, "hidden_sizes": [64], "lr": 1e-3,
                            "min_sample_timesteps_per_iteration": 4000})
     try:
         np.testing.assert_allclose(trainer.policy.epsilons[1:], [0.4, 0.4 ** 8], rtol=1e-5)  # the ladder's ends
         best = 0.0
-        while trainer.env_steps_total < 100_000 and best < 100:
+        while trainer.env_steps_total < 60_000 and best < 60:
             result = trainer.train()
             best = max(best, result["episode_return_mean"])
         assert result["sampling_layout"] == "2 rollout actors x 1 env, async"
-        assert best >= 100, f"best mean return {best:.1f} in {trainer.env_steps_total} env steps"
+        assert best >= 60, f"best mean return {best:.1f} in {trainer.env_steps_total} env steps"
         # the learner kept the replay ratio: an update per train_freq (4) env steps taken
         assert result["num_updates"] == pytest.approx((trainer.env_steps_total - 1000) / 4, rel=0.05)
         # the actors' priorities: as many as the transitions, not one largest priority for all new ones
