@@ -55,7 +55,8 @@ def test_the_learner_runs_on_cuda_and_its_rollout_actors_on_cpu(ray_session, mod
 
 
 @cuda
-@pytest.mark.parametrize("name, env", [("DQN", "CartPole-v1"), ("SAC", "Pendulum-v1")])
+@pytest.mark.parametrize("name, env", [("DQN", "CartPole-v1"), ("SAC", "Pendulum-v1"), ("APEX", "CartPole-v1"),
+                                       ("TD3", "Pendulum-v1")])
 def test_off_policy_learners_run_on_cuda_with_rollout_actors_on_cpu(ray_session, name, env, tmp_path):
     """The networks and the replayed minibatches on the GPU; the actors act on CPU copies."""
     config = {"env": env, "seed": 0, "num_gpus_for_learner": 1, "num_workers": 2, "hidden_sizes": [64],
@@ -65,3 +66,16 @@ def test_off_policy_learners_run_on_cuda_with_rollout_actors_on_cpu(ray_session,
     trial = analysis.trials[0]
     assert trial.status == "TERMINATED", trial.error
     assert trial.last_result["learner_device"].startswith("cuda") and trial.last_result["num_updates"] > 0
+
+
+@cuda
+@pytest.mark.parametrize("name", ["IMPALA", "APPO"])
+def test_vtrace_learners_run_on_cuda_with_streaming_actors_on_cpu(ray_session, name, tmp_path):
+    """V-trace's rows (fragments of several weights versions) judged on the GPU, the actors on CPU."""
+    config = {"env": "CartPole-v1", "seed": 0, "num_gpus_for_learner": 1, "num_workers": 2,
+              "min_sample_timesteps_per_iteration": 1000}
+    analysis = tune.run(name, config=config, stop={"env_steps_total": 20_000}, storage_path=str(tmp_path), name="cuda",
+                        checkpoint_at_end=True, verbose=0)
+    trial = analysis.trials[0]
+    assert trial.status == "TERMINATED", trial.error
+    assert trial.last_result["learner_device"].startswith("cuda") and trial.last_result["num_learner_updates"] > 0
