@@ -3,34 +3,18 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(script: str, *args: str) -> str:
-    import ray
-
-    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)  # the session's Ray
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+from tests.benchmarks.scripts import bad_flags_error, run_in_session_ray
 
 
 @pytest.mark.usefixtures("ray_session")
 def test_apex_scaling_prints_a_row_per_number_of_actors():
-    out = _run("apex_scaling.py", "--systems", "ours", "--actors", "2", "--seconds", "1")
+    out = run_in_session_ray("apex_scaling.py", "--systems", "ours", "--actors", "2", "--seconds", "1")
     assert re.search(r"^\s+2\s+\d+\s+\d+\s+\d+%$", out, re.M), out
 
 
 def test_bad_flags_are_one_line_naming_them():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "apex_scaling.py"), "--systems", "sb3"],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert proc.returncode == 2 and "--systems: unknown ['sb3']" in proc.stderr, proc.stderr
+    assert "--systems: unknown ['sb3']" in bad_flags_error("apex_scaling.py", "--systems", "sb3")
