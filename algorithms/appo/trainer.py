@@ -20,7 +20,7 @@ from typing import Any
 
 from algorithms.core.common_config import check
 from algorithms.core.learner_config import to_cpu
-from algorithms.impala.trainer import IMPALA, IMPALA_DEFAULTS, _Rows
+from algorithms.impala.trainer import IMPALA, IMPALA_DEFAULTS, FragmentRows
 from schedulers.validation import is_int, is_number
 
 APPO_DEFAULTS: dict[str, Any] = {
@@ -66,13 +66,13 @@ class APPO(IMPALA):
         if self.num_learner_updates % self.cfg["target_network_update_freq"] == 0:
             self.target.load_state_dict(self.policy.state_dict())
 
-    def target_logp(self, rows: _Rows, logp: Any) -> Any:
+    def target_logp(self, rows: FragmentRows, logp: Any) -> Any:
         import torch
 
         with torch.no_grad():
             return self.target.evaluate(rows.obs, rows.actions, with_entropy=False)[0]
 
-    def policy_loss(self, rows: _Rows, logp: Any, advantages: Any) -> Any:
+    def policy_loss(self, rows: FragmentRows, logp: Any, advantages: Any) -> Any:
         import torch
 
         mask, clip = rows.loss_mask, self.cfg["clip_param"]

@@ -105,14 +105,14 @@ class IMPALA(DistributedTrainer):
 
     def learn_on_fragments(self, fragments: list[Fragment]) -> dict[str, float]:
         """The gradient steps on these fragments (IMPALA: one; see the module docstring)."""
-        rows = _Rows(fragments, self.policy, self.device)
+        rows = FragmentRows(fragments, self.policy, self.device)
         steps = [self.gradient_step(rows) for _ in range(self.passes_per_batch())]
         return {key: float(np.mean([s[key] for s in steps])) for key in steps[0]}
 
     def passes_per_batch(self) -> int:
         return 1
 
-    def gradient_step(self, rows: _Rows) -> dict[str, float]:
+    def gradient_step(self, rows: FragmentRows) -> dict[str, float]:
         """One gradient step: V-trace's targets under the current values, then the losses."""
         import torch
 
@@ -139,11 +139,11 @@ class IMPALA(DistributedTrainer):
     def after_gradient_step(self) -> None:
         """What follows each gradient step (APPO: its target policy's copy, when due)."""
 
-    def target_logp(self, rows: _Rows, logp: Any) -> Any:
+    def target_logp(self, rows: FragmentRows, logp: Any) -> Any:
         """The log-probabilities V-trace takes as the target policy's: the learner's own."""
         return logp
 
-    def vtrace_targets(self, rows: _Rows, logp: Any, values: Any) -> tuple[Any, Any]:
+    def vtrace_targets(self, rows: FragmentRows, logp: Any, values: Any) -> tuple[Any, Any]:
         """(advantages, value targets), per row, of V-trace for each fragment (detached tensors)."""
         import torch
 
@@ -163,7 +163,7 @@ class IMPALA(DistributedTrainer):
             advantages[start:steps], targets[start:steps] = adv.reshape(-1), vs.reshape(-1)
         return torch.from_numpy(advantages).to(self.device), torch.from_numpy(targets).to(self.device)
 
-    def policy_loss(self, rows: _Rows, logp: Any, advantages: Any) -> Any:
+    def policy_loss(self, rows: FragmentRows, logp: Any, advantages: Any) -> Any:
         """IMPALA's: the policy gradient on V-trace's advantages."""
         return -(logp * advantages).mean()
 
@@ -180,7 +180,7 @@ class IMPALA(DistributedTrainer):
         self.num_learner_updates = int(state["num_learner_updates"])
 
 
-class _Rows:
+class FragmentRows:
     """Fragments as the rows of one forward pass: each fragment's T x N steps, flat, then the
     N observations after its last step (their values bootstrap it; their policy rows are unused).
     ``spans`` holds each fragment's (first row, first bootstrap row, end)."""

@@ -10,7 +10,7 @@ import torch
 
 from algorithms import APPO, IMPALA
 from algorithms.data.vtrace import vtrace
-from algorithms.impala.trainer import _Rows
+from algorithms.impala.trainer import FragmentRows
 
 #: Sampling in the learner's process (num_workers 0): one batch is one fragment, the test's to read.
 SMALL = {"env": "CartPole-v1", "num_workers": 0, "num_envs_per_worker": 4, "train_batch_size": 32,
@@ -40,7 +40,7 @@ def test_bad_values_name_their_key(cls, key, value, match):
 
 def _rows(trainer):
     fragments = trainer.sample(trainer.cfg["train_batch_size"])
-    return fragments, _Rows(fragments, trainer.policy, trainer.device)
+    return fragments, FragmentRows(fragments, trainer.policy, trainer.device)
 
 
 def test_one_update_is_the_vtrace_policy_gradient_value_and_entropy_loss():
@@ -52,7 +52,7 @@ def test_one_update_is_the_vtrace_policy_gradient_value_and_entropy_loss():
         # the behaviour policy is another: V-trace's ratios are not 1 and its clipping bites
         fragment = fragment.replace(logp=fragment.logp + np.random.default_rng(0).normal(scale=0.5, size=fragment.logp.shape)
                                     .astype(np.float32))
-        rows = _Rows([fragment], policy, "cpu")
+        rows = FragmentRows([fragment], policy, "cpu")
         before = [p.detach().clone() for p in policy.parameters()]
         T, N = fragment.valid.shape
         logp, entropy, values = policy.evaluate(rows.obs, rows.actions)
