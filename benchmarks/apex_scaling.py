@@ -28,7 +28,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
 
 ENV_CONFIG = {"fast_ms": 3.0, "slow_ms": 100.0, "slow_prob": 0.03}
 LEARNING_STARTS = 1000
@@ -115,12 +115,14 @@ def main(argv: list[str] | None = None) -> None:
     bad = [s for s in systems if s not in SYSTEMS]
     if bad:
         p.error(f"--systems: unknown {bad}; allowed: {sorted(SYSTEMS)}")
+    actors = int_list(p, "--actors", args.actors, minimum=1)
+    positive(p, "--seconds", args.seconds)
     warnings.filterwarnings("ignore")
     ray_init(16)  # declared CPUs: the actors sleep, the machine's cores are no limit to their number
     print(f"tuner/SlowCartPole-v1 {ENV_CONFIG}; env steps/s over {args.seconds:g} s per point")
     print(f"{'actors':>6} {'ideal':>7} " + " ".join(f"{s + ' steps/s':>14} {'of ideal':>8}" for s in systems)
           + "   ours / RLlib" * ("ours" in systems and "rllib" in systems))
-    for n in (int(a) for a in args.actors.split(",")):
+    for n in actors:
         ideal = n / measure_mean_step(ENV_CONFIG)
         rates = {s: measure(s, n, args.seconds, args.seed)["rate"] for s in systems}
         row = f"{n:>6} {ideal:>7.0f} " + " ".join(f"{rates[s]:>14.0f} {rates[s] / ideal:>8.0%}" for s in systems)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
 
 ENV_CONFIG = {"fast_ms": 3.0, "slow_ms": 100.0, "slow_prob": 0.03, "max_episode_steps": 200}
 ALGOS = ("ES", "ARS")
@@ -70,12 +70,15 @@ def main(argv: list[str] | None = None) -> None:
     bad = [a for a in algos if a not in ALGOS]
     if bad:
         p.error(f"--algos: unknown {bad}; allowed: es, ars")
+    actors = int_list(p, "--actors", args.actors, minimum=1)
+    positive(p, "--seconds", args.seconds)
+    positive(p, "--pairs", args.pairs)
     warnings.filterwarnings("ignore")
     ray_init(16)  # declared CPUs: the actors sleep, the machine's cores are no limit to their number
     step_config = {k: v for k, v in ENV_CONFIG.items() if k != "max_episode_steps"}
     print(f"tuner/SlowCartPole-v1 {ENV_CONFIG}; env steps/s over {args.seconds:g} s per point")
     print(f"{'actors':>6} {'ideal':>7} " + " ".join(f"{a + ' steps/s':>13} {'of ideal':>8}" for a in algos))
-    for n in (int(a) for a in args.actors.split(",")):
+    for n in actors:
         ideal = n / measure_mean_step(step_config)
         rates = {a: measure(a, n, args.seconds, args.seed, args.pairs) for a in algos}
         print(f"{n:>6} {ideal:>7.0f} " + " ".join(f"{rates[a]:>13.0f} {rates[a] / ideal:>8.0%}" for a in algos),

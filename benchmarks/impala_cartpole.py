@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
 
 SHARED: dict[str, Any] = {"train_batch_size": 500, "lr": 5e-4, "gamma": 0.99, "vf_loss_coeff": 0.5,
                           "entropy_coeff": 0.01, "grad_clip": 40.0, "vtrace_clip_rho_threshold": 1.0,
@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     bad = [a for a in algos if a not in ("IMPALA", "APPO")] + [s for s in systems if s not in SYSTEMS]
     if bad:
         p.error(f"unknown {bad}: --algos from impala, appo; --systems from {sorted(SYSTEMS)}")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = int_list(p, "--seeds", args.seeds)
+    positive(p, "--max-steps", args.max_steps)
     max_steps = 10_000 if args.quick else args.max_steps
     warnings.filterwarnings("ignore")
     ray_init(2 * WORKERS + 2)  # room for both systems' actors: CPUs are no limit, cores are the machine's

@@ -215,3 +215,20 @@ def ppo_keys_from_sb3(hp: dict[str, Any]) -> dict[str, Any]:
         "max_grad_norm": hp["max_grad_norm"],
         "normalize_advantages": hp["normalize_advantage"],
     }
+
+
+def int_list(parser: Any, flag: str, text: str, minimum: int = 0) -> list[int]:
+    """``text`` as comma-separated ints >= ``minimum``, or the parser's one-line error naming ``flag``."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        parser.error(f"{flag}: comma-separated ints, got {text!r}")
+    if any(value < minimum for value in values):
+        parser.error(f"{flag}: every value must be >= {minimum}, got {text!r}")
+    return values
+
+
+def positive(parser: Any, flag: str, value: float) -> None:
+    """The parser's one-line error naming ``flag`` unless ``value`` > 0."""
+    if not value > 0:
+        parser.error(f"{flag}: must be > 0, got {value!r}")

@@ -16,5 +16,8 @@ def test_apex_scaling_prints_a_row_per_number_of_actors():
     assert re.search(r"^\s+2\s+\d+\s+\d+\s+\d+%$", out, re.M), out
 
 
-def test_bad_flags_are_one_line_naming_them():
-    assert "--systems: unknown ['sb3']" in bad_flags_error("apex_scaling.py", "--systems", "sb3")
+@pytest.mark.parametrize("args, message", [(["--systems", "sb3"], "--systems: unknown ['sb3']"),
+                                           (["--actors", "1,0"], "--actors: every value must be >= 1, got '1,0'"),
+                                           (["--seconds", "0"], "--seconds: must be > 0, got 0.0")])
+def test_bad_flags_are_one_line_naming_them(args, message):
+    assert message in bad_flags_error("apex_scaling.py", *args)

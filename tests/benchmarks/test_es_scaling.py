@@ -15,5 +15,8 @@ def test_es_scaling_prints_a_row_per_number_of_actors():
     assert re.search(r"^\s+1\s+\d+\s+\d+\s+\d+%$", out, re.M), out
 
 
-def test_bad_flags_are_one_line_naming_them():
-    assert "--algos: unknown ['PPO']" in bad_flags_error("es_scaling.py", "--algos", "ppo")
+@pytest.mark.parametrize("args, message", [(["--algos", "ppo"], "--algos: unknown ['PPO']"),
+                                           (["--pairs", "0"], "--pairs: must be > 0, got 0"),
+                                           (["--actors", "x"], "--actors: comma-separated ints, got 'x'")])
+def test_bad_flags_are_one_line_naming_them(args, message):
+    assert message in bad_flags_error("es_scaling.py", *args)

@@ -17,5 +17,8 @@ def test_impala_benchmark_prints_ours_on_a_tiny_budget():
     assert "ours  solved 0/1" in out, out
 
 
-def test_bad_flags_are_one_line_naming_them():
-    assert "unknown ['DQN']" in bad_flags_error("impala_cartpole.py", "--algos", "dqn")
+@pytest.mark.parametrize("args, message", [(["--algos", "dqn"], "unknown ['DQN']"),
+                                           (["--seeds", "a"], "--seeds: comma-separated ints, got 'a'"),
+                                           (["--max-steps", "0"], "--max-steps: must be > 0, got 0")])
+def test_bad_flags_are_one_line_naming_them(args, message):
+    assert message in bad_flags_error("impala_cartpole.py", *args)
