@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.to_target import describe, print_table, race_to_target  # noqa: E402
 
 SHARED: dict[str, Any] = {"train_batch_size": 500, "lr": 5e-4, "gamma": 0.99, "vf_loss_coeff": 0.5,
                           "entropy_coeff": 0.01, "grad_clip": 40.0, "vtrace_clip_rho_threshold": 1.0,
@@ -56,7 +56,7 @@ def run_ours(algo: str, seed: int, target: float, max_steps: int) -> dict[str, A
         "min_sample_timesteps_per_iteration": ITERATION_STEPS, "metrics_num_episodes_for_smoothing": WINDOW,
         **_hp(algo)})
     try:
-        return _race(trainer.train, lambda r: (r["env_steps_total"], r["episode_return_mean"]), start, target,
+        return race_to_target(trainer.train, lambda r: (r["env_steps_total"], r["episode_return_mean"]), start, target,
                      max_steps)
     finally:
         trainer.stop()
@@ -88,26 +88,9 @@ def run_rllib(algo: str, seed: int, target: float, max_steps: int) -> dict[str, 
             runners = result["env_runners"]
             return int(runners["num_env_steps_sampled_lifetime"]), float(runners.get("episode_return_mean", math.nan))
 
-        return _race(algorithm.train, read, start, target, max_steps)
+        return race_to_target(algorithm.train, read, start, target, max_steps)
     finally:
         algorithm.stop()
-
-
-def _race(train: Callable[[], dict[str, Any]], read: Callable[[dict[str, Any]], tuple[int, float]], start: float,
-          target: float, max_steps: int) -> dict[str, Any]:
-    """Train until the rule holds or ``max_steps`` env steps; the steps and wall time it held at."""
-    steps, first = 0, None
-    while steps < max_steps:
-        result = train()
-        steps, score = read(result)
-        if first is None:  # the first result: the actors are up and sampling
-            first = (steps, time.perf_counter())
-        if score >= target:
-            wall = time.perf_counter() - start
-            rate = (steps - first[0]) / max(time.perf_counter() - first[1], 1e-9)
-            return {"steps": steps, "wall": wall, "rate": rate}
-    rate = (steps - first[0]) / max(time.perf_counter() - first[1], 1e-9) if first else math.nan
-    return {"steps": None, "wall": None, "rate": rate, "cap": steps}
 
 
 SYSTEMS = {"ours": run_ours, "rllib": run_rllib}
@@ -143,25 +126,8 @@ def main(argv: list[str] | None = None) -> None:
             for system in systems:
                 run = SYSTEMS[system](algo, seed, args.target, max_steps)
                 runs[system].append(run)
-                solved = f"{run['steps']:,} steps, {run['wall']:.1f} s" if run["steps"] else f"not solved in {run['cap']:,}"
-                print(f"  {algo} {system:5s} seed {seed}: {solved}, {run['rate']:,.0f} env steps/s", flush=True)
-        _table(algo, runs)
-
-
-def _table(algo: str, runs: dict[str, list[dict[str, Any]]]) -> None:
-    print(f"\n{algo}: median over seeds (solved runs' steps and wall time)")
-    medians = {}
-    for system, rs in runs.items():
-        solved = [r for r in rs if r["steps"]]
-        wall = statistics.median(r["wall"] for r in solved) if solved else math.nan
-        steps = statistics.median(r["steps"] for r in solved) if solved else math.nan
-        rate = statistics.median(r["rate"] for r in rs)
-        medians[system] = (wall, rate)
-        print(f"  {system:5s} solved {len(solved)}/{len(rs)}  steps {steps:,.0f}  wall {wall:.1f} s  "
-              f"{rate:,.0f} env steps/s")
-    if "ours" in medians and "rllib" in medians:
-        (ow, orate), (rw, rrate) = medians["ours"], medians["rllib"]
-        print(f"  RLlib / ours: {rw / ow:.2f}x wall time to the target, ours / RLlib {orate / rrate:.2f}x env steps/s")
+                print(f"  {algo} {system:5s} seed {seed}: {describe(run)}", flush=True)
+        print_table(algo, runs)
 
 
 if __name__ == "__main__":

@@ -144,51 +144,6 @@ def test_sigkilled_driver_resumes_without_losing_or_repeating(tmp_path, clean_be
         assert all(len(f) == resume_sweep.ITERATIONS for f in analysis.trial_dataframes.values())
 
 
-# TD3 for the off-policy trainers (DQN's and APEX's checkpoints are its kind), APPO for the
-# streaming on-policy ones, ES for the gradient-free ones
-@pytest.mark.parametrize("trainer", sorted(["TD3", "APPO", "ES"]))
-def test_a_pbt_sweep_of_rl_trainers_killed_after_an_exploit_resumes_every_result_exactly_once(tmp_path, trainer):
-    """RL trainers keeping different state in their checkpoints (tests/tuner/rl_resume_sweep.py)
-    under PBT: the driver killed once an exploit is on record; the resumed sweep finishes every
-    trial with each iteration's result stored once, the results from before the kill unchanged."""
-    import ray
-
-    from tests.tuner import rl_resume_sweep
-
-    storage = str(tmp_path)
-    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
-    with open(tmp_path / "driver.stderr", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.tuner.rl_resume_sweep", storage, "rl", trainer],
-                                cwd=ROOT,
-                                env=env, stderr=err)
-    db = os.path.join(storage, "rl", "tuner.db")
-    deadline = time.time() + 180
-    try:
-        while time.time() < deadline and proc.poll() is None and _query(db, KILL_POINTS["exploit"]) < 1:
-            time.sleep(0.05)
-        assert proc.poll() is None, "the sweep ended before an exploit: " + (tmp_path / "driver.stderr").read_text()
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=120)
-    before = tune.load(tmp_path / "rl")
-    rows_before = {(r["trial_id"], r["training_iteration"]): r["episode_return_mean"]
-                   for r in before.results_df.to_dict("records")}
-    before.close()
-    assert len(rows_before) < 3 * rl_resume_sweep.ITERATIONS, "the kill came after the sweep's work was done"
-
-    analysis = rl_resume_sweep.sweep(storage, "rl", resume=True, trainer=trainer)
-    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
-    df = analysis.results_df
-    assert not df.duplicated(["trial_id", "training_iteration"]).any()
-    for trial_id, frame in analysis.trial_dataframes.items():
-        assert list(frame["training_iteration"]) == list(range(1, rl_resume_sweep.ITERATIONS + 1)), trial_id
-    after = {(r["trial_id"], r["training_iteration"]): r["episode_return_mean"] for r in df.to_dict("records")}
-    assert all(after[key] == value for key, value in rows_before.items())
-    assert analysis.exploits
-    for trial in analysis.trials:  # an exploited trial kept its own (perturbed) lr after the resume
-        assert trial.last_result["cur_lr"] == pytest.approx(trial.config[rl_resume_sweep.LR_KEYS.get(trainer, "lr")])
-
-
 def test_sigterm_leaves_interrupted_trials_that_resume_finishes(tmp_path, clean_best_x):
     """SIGTERM (kill, docker stop, Slurm preemption) mid-sweep: the driver exits 143 without a
     traceback, running trials are on record as INTERRUPTED (never TERMINATED part-way), and a
