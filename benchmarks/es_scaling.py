@@ -11,8 +11,9 @@ iterations for ``--seconds`` after one untimed iteration (the actors' start). Th
 episodes are shared out evenly, so an actor that drew longer episodes (or more slow steps) keeps
 the others waiting at the iteration's end: what the curve's distance to the ideal shows.
 
-RLlib 2.x ships neither ES nor ARS (both left RLlib with its old API stack), so there is no peer
-here to run beside ours; the RLlib paper's figure is ES on a cluster.
+RLlib 2.x ships neither ES nor ARS (both left RLlib with its old API stack): the peers a user
+would pick instead, EvoTorch's ES and SB3-contrib's ARS, race ours to a return in
+``es_cartpole.py`` and ``ars_cartpole.py``; the RLlib paper's figure is ES on a cluster.
 
     python benchmarks/es_scaling.py                         # ES and ARS, 1, 2, 4, 8 actors
     python benchmarks/es_scaling.py --algos es --actors 1,2 --seconds 1 --pairs 2    # the smoke test
