@@ -17,7 +17,7 @@ Defaults are SB3's (rl-zoo's for CartPole: 8 envs x 5 steps); keys RLlib's where
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -63,6 +63,7 @@ class A2C(DistributedTrainer):
     _model_shorthands = ("hidden_sizes", "activation")
 
     optimizer: Any
+    _optimizer_step: Callable[[], None]
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
@@ -84,8 +85,11 @@ class A2C(DistributedTrainer):
 
     # -- the learner ---------------------------------------------------------------------------
     def build_learner(self) -> None:
+        from algorithms.optim.optimizer_step import lean_step
+
         c = self.cfg
         self.optimizer = make_optimizer(list(self.policy.parameters()), c["optimizer"], c["optimizer_config"], c["lr"])
+        self._optimizer_step = lean_step(self.optimizer)
 
     def postprocess_fragments(self, fragments: list[Fragment]) -> TrainBatch:
         """Advantages and value targets of each fragment, bootstrapped from the value of its last
@@ -114,7 +118,7 @@ class A2C(DistributedTrainer):
         loss.backward()
         if c["max_grad_norm"] is not None:
             torch.nn.utils.clip_grad_norm_(list(self.policy.parameters()), c["max_grad_norm"])
-        self.optimizer.step()
+        self._optimizer_step()
         return {"policy_loss": float(policy_loss.detach()), "vf_loss": float(vf_loss.detach()),
                 "entropy": float(entropy.detach().mean()), "cur_lr": float(c["lr"])}
 

@@ -107,6 +107,9 @@ def make_optimizer(params: list[Any], name: str, options: Mapping[str, Any], lr:
     a bad keyword is a ValueError naming ``optimizer_config``."""
     import torch
 
+    from algorithms.optim.optimizer_step import build_without_dynamo
+
+    build_without_dynamo()
     cls = getattr(torch.optim, _TORCH_NAMES[name])
     kwargs = {**OPTIMIZERS[name], **options}
     if name in ("adam", "adamw") and "foreach" not in kwargs and "fused" not in kwargs and all(

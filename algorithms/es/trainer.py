@@ -191,10 +191,14 @@ class ES(PerturbationTrainer):
     def build_learner(self) -> None:
         import torch
 
+        from algorithms.optim.optimizer_step import build_without_dynamo, lean_step
+
         super().build_learner()
         # Adam over the flat parameters in place: the tensor shares the policy's memory
         self._theta = torch.from_numpy(self.policy.theta)
+        build_without_dynamo()
         self.optimizer = torch.optim.Adam([self._theta], lr=float(self.cfg["stepsize"]))
+        self._optimizer_step = lean_step(self.optimizer)
 
     def directions_per_batch(self) -> int:
         return int(self.cfg["episodes_per_batch"]) // 2
@@ -210,7 +214,7 @@ class ES(PerturbationTrainer):
         self._theta.grad = torch.from_numpy(-gradient + float(c["l2_coeff"]) * before)
         for group in self.optimizer.param_groups:
             group["lr"] = float(c["stepsize"])  # a PBT exploit's, in place
-        self.optimizer.step()
+        self._optimizer_step()
         step = np.linalg.norm(self.policy.theta - before)
         return {"grad_norm": float(np.linalg.norm(gradient)),
                 "update_ratio": float(step) / max(float(np.linalg.norm(before)), 1e-12), "cur_lr": float(c["stepsize"])}

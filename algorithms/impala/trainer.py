@@ -20,7 +20,7 @@ module of one's own, every action and observation space PPO takes. Keys and defa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -68,6 +68,7 @@ class IMPALA(DistributedTrainer):
     _model_shorthands = ("hidden_sizes", "activation")
 
     optimizer: Any
+    _optimizer_step: Callable[[], None]
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:
@@ -86,8 +87,11 @@ class IMPALA(DistributedTrainer):
 
     # -- the learner ---------------------------------------------------------------------------
     def build_learner(self) -> None:
+        from algorithms.optim.optimizer_step import lean_step
+
         c = self.cfg
         self.optimizer = make_optimizer(list(self.policy.parameters()), c["optimizer"], c["optimizer_config"], c["lr"])
+        self._optimizer_step = lean_step(self.optimizer)
         self.num_learner_updates = 0
 
     def training_step(self) -> dict[str, Any]:
@@ -128,7 +132,7 @@ class IMPALA(DistributedTrainer):
         loss.backward()
         if c["grad_clip"] is not None:
             torch.nn.utils.clip_grad_norm_(list(self.policy.parameters()), c["grad_clip"])
-        self.optimizer.step()
+        self._optimizer_step()
         self.num_learner_updates += 1
         self.after_gradient_step()
         rho = (logp.detach()[mask] - rows.behaviour_logp[mask]).exp()

@@ -21,6 +21,7 @@ registered, globally or on the optimiser, and no profiler is recording; when one
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Callable
 
 import torch
@@ -28,6 +29,29 @@ from torch.optim import optimizer as optimizer_module
 
 _HOOK_ATTRS = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
 _GLOBAL_HOOK_ATTRS = ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")
+#: The ``torch.optim.Optimizer`` methods torch wraps in ``torch._disable_dynamo``.
+_DYNAMO_DISABLED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+
+
+def build_without_dynamo() -> None:
+    """Let torch's optimisers be built, zeroed, saved and loaded without importing ``torch._dynamo``.
+
+    torch marks four ``Optimizer`` methods as never to be compiled with ``torch._disable_dynamo``,
+    whose wrapper imports ``torch._dynamo`` on the method's first call (more than a second of CPU
+    in every learner's process: a trial's start) to build the disabled version, then keeps it on
+    the method as ``__dynamo_disable``. While ``torch._dynamo`` is not imported nothing in the
+    process has been compiled, and a learner never compiles its optimiser's calls: so the method
+    itself goes in that slot, and the calls run as they run uncompiled. Once ``torch._dynamo`` is
+    imported (a user's ``torch.compile`` first) this does nothing; where torch changes the wrapper
+    (no ``__wrapped__``), it leaves it alone.
+    """
+    if "torch._dynamo" in sys.modules:
+        return
+    for name in _DYNAMO_DISABLED:
+        method = getattr(torch.optim.Optimizer, name, None)
+        raw = getattr(method, "__wrapped__", None)
+        if raw is not None and getattr(raw, "__dynamo_disable", None) is None:
+            raw.__dynamo_disable = raw  # type: ignore[attr-defined]
 
 
 def lean_step(optimizer: torch.optim.Optimizer) -> Callable[[], None]:

@@ -1,7 +1,10 @@
 """lean_step: the optimiser's own update, step for step, and every hook and profiler range still
-seen whenever one is there to see it."""
+seen whenever one is there to see it; build_without_dynamo: a learner's optimiser without
+torch._dynamo's import, and torch's wrappers kept once it is imported."""
 
 import doctest
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -9,7 +12,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from torch import nn
 
 import algorithms.optim.optimizer_step
-from algorithms.optim.optimizer_step import lean_step
+from algorithms.optim.optimizer_step import build_without_dynamo, lean_step
+from tests.conftest import ROOT
 from tests.algorithms.optim.optimisers import OPTIMISERS as SHARED_OPTIMISERS
 from tests.algorithms.optim.optimisers import small_net as _net
 
@@ -91,3 +95,39 @@ def test_a_differentiable_optimiser_keeps_its_own_step():
 
 def test_module_example():
     assert doctest.testmod(algorithms.optim.optimizer_step).failed == 0
+
+
+_LEARNER_IN_A_FRESH_PROCESS = """
+import sys
+import torch
+from algorithms.core.learner_config import make_optimizer
+from algorithms.optim.optimizer_step import build_without_dynamo, lean_step
+from tests.conftest import ROOT
+
+net = torch.nn.Linear(3, 2)
+optimizer = make_optimizer(list(net.parameters()), "adam", {}, 1e-2)
+step = lean_step(optimizer)
+for _ in range(2):
+    optimizer.zero_grad(set_to_none=True)
+    net(torch.ones(4, 3)).square().sum().backward()
+    step()
+optimizer.load_state_dict(optimizer.state_dict())
+print("torch._dynamo" in sys.modules, optimizer.state_dict()["state"][0]["step"].item())
+"""
+
+
+def test_a_learner_builds_steps_saves_and_loads_its_optimiser_without_importing_dynamo():
+    # torch._dynamo's import is more than a second of CPU in every trial's process
+    proc = subprocess.run([sys.executable, "-c", _LEARNER_IN_A_FRESH_PROCESS], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "2.0"]
+
+
+def test_once_dynamo_is_imported_torch_keeps_its_wrappers():
+    import torch._dynamo  # noqa: F401 - what a user's torch.compile does first
+
+    raw = torch.optim.Optimizer.zero_grad.__wrapped__
+    before = getattr(raw, "__dynamo_disable", None)
+    build_without_dynamo()
+    assert getattr(raw, "__dynamo_disable", None) is before
