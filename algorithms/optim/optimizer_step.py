@@ -51,7 +51,7 @@ def build_without_dynamo() -> None:
         method = getattr(torch.optim.Optimizer, name, None)
         raw = getattr(method, "__wrapped__", None)
         if raw is not None and getattr(raw, "__dynamo_disable", None) is None:
-            raw.__dynamo_disable = raw  # type: ignore[attr-defined]
+            raw.__dynamo_disable = raw
 
 
 def lean_step(optimizer: torch.optim.Optimizer) -> Callable[[], None]:
