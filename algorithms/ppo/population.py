@@ -1,0 +1,334 @@
+"""PPO for a population of members in one process: the learner of packed trials (issue 48).
+
+P members, each a PPO agent with the built-in separate policy and value tanh MLPs on a flat Box
+observation and Discrete actions, train at once, in numpy. Their layers are stacked on two leading
+axes, member and network (weights ``[P, 2, in, out]``: ``[:, 0]`` the policies, ``[:, 1]`` the
+values), so one layer of every member's two networks is one batched matmul, and member ``m``'s
+parameters are row ``m`` of one flat buffer ``[P, D]`` that Adam steps whole. Their envs are one
+vector env of ``P x num_envs_per_worker`` copies (member ``m`` owns the ``m``-th block). The
+hyperparameters members may differ in (:data:`PER_MEMBER`: lr, gamma, lambda_, clip_param,
+vf_loss_coeff, entropy_coeff, max_grad_norm, seed) are arrays of P values; what fixes an array's
+shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the pack's own.
+
+Members never mix: a member's loss reads its own rows only, its gradient is clipped by its own
+norm, its Adam moments and step count are its own, so each learns as it would alone
+(``tests/algorithms/ppo/test_population.py`` checks an update against ``torch.optim.Adam`` on each
+member by itself). The loss and its gradient are PPO's numpy learner's (``fast/numpy_learner.py``
+has the derivation) with a member axis in front and reset rows weighing nothing.
+
+    pack = PopulationPPO([{"env": "CartPole-v1", "lr": lr, "seed": 0} for lr in (1e-3, 3e-3)])
+    results = pack.train()          # one result per member, as a PPO trial reports it
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from algorithms.envs.registry import make_vector_env
+
+#: Keys every member of a pack shares (they fix the arrays' shapes), with PPO's defaults.
+SIGNATURE: dict[str, Any] = {"env": None, "env_config": {}, "num_envs_per_worker": 8, "train_batch_size": 2048,
+                             "minibatch_size": 512, "num_epochs": 10, "hidden_sizes": [64, 64]}
+#: Keys each member has its own value of, with PPO's defaults.
+PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5,
+                              "entropy_coeff": 0.0, "max_grad_norm": 0.5, "seed": 0}
+WINDOW = 100  # episodes in episode_return_mean, as every trainer's
+BETAS, EPS = (0.9, 0.999), 1e-5  # Adam's, as PPO's default optimizer_config
+F32 = np.float32
+
+
+def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The members' configs with the defaults filled in; a ValueError naming ``pack_trials`` when
+    they cannot be one pack (no member, an unknown key, a signature key that differs)."""
+    if not configs:
+        raise ValueError("pack_trials: a pack needs at least one member")
+    allowed = set(SIGNATURE) | set(PER_MEMBER) | {"lambda"}
+    members = []
+    for config in configs:
+        unknown = sorted(set(config) - allowed)
+        if unknown:
+            raise ValueError(f"pack_trials: a packed PPO member takes the keys {sorted(allowed)}; got {unknown}")
+        c = {**SIGNATURE, **PER_MEMBER, **config}
+        if "lambda" in config:
+            c["lambda_"] = c.pop("lambda")
+        members.append(c)
+    for key in SIGNATURE:
+        values = {repr(m[key]) for m in members}
+        if len(values) > 1:
+            raise ValueError(f"pack_trials: members of a pack share {key!r} (it fixes the arrays' shapes); "
+                             f"got {sorted(values)}")
+    first = members[0]
+    if first["env"] is None:
+        raise ValueError("pack_trials: config key 'env' is required")
+    if first["train_batch_size"] % first["num_envs_per_worker"]:
+        raise ValueError(f"pack_trials: train_batch_size ({first['train_batch_size']}) must be a multiple of "
+                         f"num_envs_per_worker ({first['num_envs_per_worker']})")
+    return members
+
+
+class PackedNetworks:
+    """Every member's policy and value MLP: layer ``k`` as ``weights[k]`` ``[P, 2, in, out]`` and
+    ``biases[k]`` ``[P, 2, 1, out]``, views of :attr:`flat` ``[P, D]``. The value network's output
+    layer is as wide as the policy's; only its column 0 is used (the others stay 0).
+
+    A member's layers are initialised as the trainers' built-in ones (orthogonal, gain sqrt 2;
+    the policy's output 0.01, the value's 1; biases 0) from the member's own seed.
+    """
+
+    def __init__(self, sizes: list[int], seeds: Sequence[int]) -> None:
+        import torch
+
+        P = len(seeds)
+        shapes = [((2, n_in, n_out), (2, 1, n_out)) for n_in, n_out in zip(sizes, sizes[1:])]
+        size = sum(int(np.prod(w)) + int(np.prod(b)) for w, b in shapes)
+        self.flat = np.zeros((P, size), dtype=F32)
+        self.weights, self.biases = self.views(self.flat, shapes)
+        self.shapes = shapes
+        last = len(shapes) - 1
+        for m, seed in enumerate(seeds):
+            g = torch.Generator().manual_seed(int(seed))
+            for net, out_gain in ((0, 0.01), (1, 1.0)):
+                for k, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+                    n_out = 1 if (net == 1 and k == last) else n_out
+                    w = torch.empty(n_out, n_in)
+                    torch.nn.init.orthogonal_(w, gain=out_gain if k == last else math.sqrt(2), generator=g)
+                    self.weights[k][m, net, :, :n_out] = w.T.numpy()
+
+    @staticmethod
+    def views(flat: np.ndarray, shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]
+              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Layer views ``[P, *shape]`` of a ``[P, D]`` buffer laid out as :attr:`flat`."""
+        P, offset = flat.shape[0], 0
+        weights: list[np.ndarray] = []
+        biases: list[np.ndarray] = []
+        for w_shape, b_shape in shapes:
+            for shape, out in ((w_shape, weights), (b_shape, biases)):
+                n = int(np.prod(shape))
+                out.append(flat[:, offset:offset + n].reshape(P, *shape))
+                offset += n
+        return weights, biases
+
+    def forward(self, obs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """The layers' outputs for ``obs`` ``[P, B, obs_dim]``: the hidden activations (the first
+        the observations, ``[P, 1, B, obs_dim]``) and the output ``[P, 2, B, A]``."""
+        hs = [obs[:, None]]
+        for w, b in zip(self.weights[:-1], self.biases[:-1]):
+            h = np.matmul(hs[-1], w)
+            h += b
+            np.tanh(h, out=h)
+            hs.append(h)
+        out = np.matmul(hs[-1], self.weights[-1])
+        out += self.biases[-1]
+        return hs, out
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+class PopulationPPO:
+    """PPO trained for every member of a pack at once (see the module docstring)."""
+
+    def __init__(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        self.members = check_pack(configs)
+        first = self.members[0]
+        self.P, self.N = len(self.members), int(first["num_envs_per_worker"])
+        self.T = int(first["train_batch_size"]) // self.N
+        self.envs = make_vector_env(first["env"], first["env_config"], self.P * self.N)
+        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        if not (isinstance(obs_space, gym.spaces.Box) and isinstance(act_space, gym.spaces.Discrete)):
+            self.envs.close()
+            raise ValueError(f"pack_trials: packed PPO takes a Box observation and Discrete actions; env "
+                             f"{first['env']!r} has {obs_space} and {act_space}")
+        self.obs_dim, self.num_actions = int(np.prod(obs_space.shape)), int(act_space.n)
+        seeds = [int(m["seed"]) for m in self.members]
+        self.nets = PackedNetworks([self.obs_dim, *first["hidden_sizes"], self.num_actions], seeds)
+        self.grad = np.zeros_like(self.nets.flat)
+        self.grad_weights, self.grad_biases = PackedNetworks.views(self.grad, self.nets.shapes)
+        self.exp_avg, self.exp_avg_sq = np.zeros_like(self.grad), np.zeros_like(self.grad)
+        self.adam_steps = np.zeros((self.P, 1))
+        self.rng = np.random.default_rng([seeds[0], self.P])
+        # one seed for the pack's vector env (a native one takes one): a member's episodes depend on its pack
+        self.obs = self._flat_obs(self.envs.reset(seed=seeds[0] * 10_000 + self.P)[0])
+        self.resetting = np.zeros(self.P * self.N, dtype=bool)  # NEXT_STEP autoreset: this step resets the env
+        self.running_return = np.zeros(self.P * self.N)
+        self.running_length = np.zeros(self.P * self.N, dtype=np.int64)
+        self.episodes: list[deque[tuple[float, int]]] = [deque(maxlen=WINDOW) for _ in range(self.P)]
+        self.episodes_total = np.zeros(self.P, dtype=np.int64)
+        self.env_steps = np.zeros(self.P, dtype=np.int64)
+        self.iteration = 0
+
+    def hyper(self, key: str) -> np.ndarray:
+        """The members' values of a :data:`PER_MEMBER` key, as a ``[P, 1]`` float32 column."""
+        return np.array([[float(m[key])] for m in self.members], dtype=F32)
+
+    def _flat_obs(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(obs, dtype=F32).reshape(self.P, self.N, self.obs_dim)
+
+    # -- sampling -----------------------------------------------------------------------------------
+    def sample(self) -> dict[str, np.ndarray]:
+        """``T`` steps of every env: arrays ``[T, P, N]`` (values ``[T + 1, P, N]``, observations
+        ``[T, P, N, obs_dim]``)."""
+        P, N, T = self.P, self.N, self.T
+        out: dict[str, np.ndarray] = {"obs": np.empty((T, P, N, self.obs_dim), dtype=F32), "values": np.empty((T + 1, P, N), dtype=F32),
+               **{k: np.empty((T, P, N), dtype=F32) for k in ("logp", "rewards", "terminated", "done", "valid")},
+               "actions": np.empty((T, P, N), dtype=np.int64)}
+        for t in range(T):
+            out["obs"][t] = self.obs
+            _, nets_out = self.nets.forward(self.obs)
+            log_probs = log_softmax(nets_out[:, 0])
+            actions = (log_probs - np.log(-np.log(self.rng.random(log_probs.shape, dtype=F32)))).argmax(-1)
+            out["actions"][t] = actions
+            out["logp"][t] = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
+            out["values"][t] = nets_out[:, 1, :, 0]
+            next_obs, rewards, terminated, truncated, _ = self.envs.step(actions.reshape(-1))
+            valid = ~self.resetting
+            done = (terminated | truncated) & valid
+            self._count_episodes(rewards, valid, done)
+            out["rewards"][t] = np.where(valid, rewards, 0.0).reshape(P, N)
+            out["terminated"][t] = (terminated & valid).reshape(P, N)
+            out["done"][t] = done.reshape(P, N)
+            out["valid"][t] = valid.reshape(P, N)
+            self.resetting = done
+            self.obs = self._flat_obs(next_obs)
+        out["values"][T] = self.nets.forward(self.obs)[1][:, 1, :, 0]
+        return out
+
+    def _count_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
+        self.running_return += np.where(valid, rewards, 0.0)
+        self.running_length += valid
+        self.env_steps += valid.reshape(self.P, self.N).sum(axis=1)
+        for i in np.flatnonzero(done):
+            member = i // self.N
+            self.episodes[member].append((float(self.running_return[i]), int(self.running_length[i])))
+            self.episodes_total[member] += 1
+            self.running_return[i], self.running_length[i] = 0.0, 0
+
+    # -- learning -----------------------------------------------------------------------------------
+    def advantages(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """GAE ``[T, P, N]`` with each member's gamma and lambda_; 0 on the rows where an env resets."""
+        gamma, lam = self.hyper("gamma"), self.hyper("lambda_")
+        values, adv = batch["values"], np.zeros((self.T, self.P, self.N), dtype=F32)
+        last = np.zeros((self.P, self.N), dtype=F32)
+        for t in reversed(range(self.T)):
+            # a truncated episode's last step bootstraps from V of its final observation (row t + 1)
+            delta = batch["rewards"][t] + gamma * values[t + 1] * (1 - batch["terminated"][t]) - values[t]
+            last = (delta + gamma * lam * (1 - batch["done"][t]) * last) * batch["valid"][t]
+            adv[t] = last
+        return adv
+
+    def learn(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``num_epochs`` passes of minibatch updates, each member over its own batch; per-member
+        means of the losses and the last epoch's KL and clip fraction."""
+        c = self.members[0]
+        P, B = self.P, self.T * self.N
+        adv = self.advantages(batch)
+
+        def rows(a: np.ndarray) -> np.ndarray:  # [T, P, N, ...] -> [P, T * N, ...]
+            return np.ascontiguousarray(np.moveaxis(a, 1, 0).reshape(P, B, *a.shape[3:]))
+
+        table = {"obs": rows(batch["obs"]), "actions": rows(batch["actions"]), "logp": rows(batch["logp"]),
+                 "valid": rows(batch["valid"]), "adv": rows(adv)}
+        table["returns"] = table["adv"] + rows(batch["values"][:-1])
+        count = max(1, round(B / min(int(c["minibatch_size"]), B)))
+        sums = {k: np.zeros(P) for k in ("policy_loss", "vf_loss", "entropy")}
+        for _ in range(int(c["num_epochs"])):
+            order = np.argsort(self.rng.random((P, B)), axis=1)
+            kl, clipped = np.zeros(P), np.zeros(P)
+            for k in range(count):
+                idx = order[:, k * B // count:(k + 1) * B // count]
+                mb = {key: np.take_along_axis(value, idx if value.ndim == 2 else idx[..., None], 1)
+                      for key, value in table.items()}
+                stats = self.update(mb)
+                for key in sums:
+                    sums[key] += stats[key]
+                kl += stats["approx_kl"]
+                clipped += stats["clip_fraction"]
+        updates = int(c["num_epochs"]) * count
+        return {**{k: v / updates for k, v in sums.items()}, "approx_kl": kl / count, "clip_fraction": clipped / count}
+
+    def update(self, mb: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One Adam step of every member on its minibatch (``[P, M, ...]`` rows of obs, actions,
+        logp, adv, returns, valid; reset rows weigh 0): the loss's gradient by hand into
+        :attr:`grad`, then :meth:`adam_step`. Per-member losses, KL and clip fraction."""
+        valid = mb["valid"]
+        weight = valid / np.maximum(valid.sum(axis=1, keepdims=True), 1.0)  # [P, M]: 1/n on real rows
+        adv = mb["adv"]
+        mean = (adv * weight).sum(axis=1, keepdims=True)
+        std = np.sqrt((np.square(adv - mean) * weight).sum(axis=1, keepdims=True))
+        adv = (adv - mean) / (std + 1e-8)
+        hs, out = self.nets.forward(mb["obs"])
+        logits, values = out[:, 0], out[:, 1, :, 0]
+        logp_all = log_softmax(logits)
+        probs = np.exp(logp_all)
+        onehot = np.arange(self.num_actions) == mb["actions"][..., None]
+        log_ratio = (logp_all * onehot).sum(-1) - mb["logp"]
+        ratio = np.exp(log_ratio)
+        clip = self.hyper("clip_param")
+        unclipped = adv * ratio
+        clipped = adv * np.clip(ratio, 1 - clip, 1 + clip)
+        policy_loss = -(np.minimum(unclipped, clipped) * weight).sum(axis=1)
+        diff = values - mb["returns"]
+        vf_loss = 0.5 * (diff * diff * weight).sum(axis=1)
+        plogp = (probs * logp_all).sum(-1, keepdims=True)  # -H
+        entropy = -(plogp[..., 0] * weight).sum(axis=1)
+        # d loss / d outputs, every member's rows scaled by its own 1/n
+        g_logp = -unclipped * (unclipped <= clipped) * weight
+        d_out = np.zeros_like(out)
+        d_out[:, 0] = (onehot - probs) * g_logp[..., None]
+        d_out[:, 0] += (self.hyper("entropy_coeff") * weight)[..., None] * probs * (logp_all - plogp)
+        d_out[:, 1, :, 0] = self.hyper("vf_loss_coeff") * diff * weight
+        delta = d_out
+        for k in range(len(hs) - 1, -1, -1):
+            np.matmul(hs[k].transpose(0, 1, 3, 2), delta, out=self.grad_weights[k])
+            self.grad_biases[k][...] = delta.sum(axis=2, keepdims=True)
+            if k:
+                delta = np.matmul(delta, self.nets.weights[k].transpose(0, 1, 3, 2))
+                delta *= 1 - hs[k] * hs[k]
+        self.adam_step()
+        approx_kl = (((ratio - 1) - log_ratio) * weight).sum(axis=1)
+        clip_fraction = ((np.abs(ratio - 1) > clip) * weight).sum(axis=1)
+        return {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "approx_kl": approx_kl,
+                "clip_fraction": clip_fraction}
+
+    def adam_step(self) -> None:
+        """Adam (as ``torch.optim.Adam``) on every member's row of the flat buffer with its own lr,
+        after clipping its gradient to its own global norm (as ``clip_grad_norm_``)."""
+        g = self.grad
+        norm = np.sqrt(np.einsum("pd,pd->p", g, g))[:, None]
+        g *= np.minimum(self.hyper("max_grad_norm") / (norm + 1e-6), 1.0).astype(F32)
+        self.adam_steps += 1
+        b1, b2 = BETAS
+        self.exp_avg *= F32(b1)
+        self.exp_avg += F32(1 - b1) * g
+        self.exp_avg_sq *= F32(b2)
+        self.exp_avg_sq += F32(1 - b2) * g * g
+        step_size = (self.hyper("lr") / (1 - b1 ** self.adam_steps)).astype(F32)
+        denom = np.sqrt(self.exp_avg_sq / (1 - b2 ** self.adam_steps).astype(F32)) + F32(EPS)
+        self.nets.flat -= step_size * self.exp_avg / denom
+
+    # -- one iteration --------------------------------------------------------------------------------
+    def train(self) -> list[dict[str, Any]]:
+        """One batch and its update for every member: a result per member, PPO's keys."""
+        stats = self.learn(self.sample())
+        self.iteration += 1
+        results = []
+        for m in range(self.P):
+            returns = [r for r, _ in self.episodes[m]]
+            lengths = [n for _, n in self.episodes[m]]
+            results.append({
+                "training_iteration": self.iteration, "env_steps_total": int(self.env_steps[m]),
+                "episodes_total": int(self.episodes_total[m]),
+                "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
+                "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,
+                "cur_lr": float(self.members[m]["lr"]), **{k: float(v[m]) for k, v in stats.items()}})
+        return results
+
+    def stop(self) -> None:
+        self.envs.close()
