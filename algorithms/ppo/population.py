@@ -330,5 +330,38 @@ class PopulationPPO:
                 "cur_lr": float(self.members[m]["lr"]), **{k: float(v[m]) for k, v in stats.items()}})
         return results
 
+    # -- one member: its checkpoint, an exploit inside the pack -------------------------------------------
+    def member_state(self, m: int) -> dict[str, Any]:
+        """Member ``m``'s slice of the pack: its parameters, Adam moments and step count, its
+        config, env steps and episode window (copies: the pack goes on without touching them)."""
+        return {"params": self.nets.flat[m].copy(), "exp_avg": self.exp_avg[m].copy(),
+                "exp_avg_sq": self.exp_avg_sq[m].copy(), "adam_steps": float(self.adam_steps[m, 0]),
+                "config": dict(self.members[m]), "env_steps": int(self.env_steps[m]),
+                "episodes_total": int(self.episodes_total[m]), "episodes": list(self.episodes[m])}
+
+    def load_member_state(self, m: int, state: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> None:
+        """Member ``m`` takes ``state`` (:meth:`member_state` of this pack's member or another's of
+        the same signature); ``config`` (a PBT exploit's perturbed one) replaces the state's
+        per-member hyperparameters, as a trial's restore with a new config does."""
+        if state["params"].shape != self.nets.flat[m].shape:
+            raise ValueError(f"pack_trials: a member state of {state['params'].shape[0]} parameters does not fit "
+                             f"this pack's members ({self.nets.flat.shape[1]})")
+        merged = check_pack([{**{k: v for k, v in state["config"].items() if k in PER_MEMBER},
+                              **{k: self.members[m][k] for k in SIGNATURE}, **(config or {})}])[0]
+        self.nets.flat[m] = state["params"]
+        self.exp_avg[m], self.exp_avg_sq[m] = state["exp_avg"], state["exp_avg_sq"]
+        self.adam_steps[m, 0] = state["adam_steps"]
+        self.members[m] = merged
+        self.env_steps[m], self.episodes_total[m] = state["env_steps"], state["episodes_total"]
+        self.episodes[m] = deque(state["episodes"], maxlen=WINDOW)
+
+    def exploit(self, target: int, donor: int, config: Mapping[str, Any]) -> None:
+        """PBT inside the pack: member ``target`` takes ``donor``'s network and optimiser state (a
+        slice copied, no checkpoint written) and learns on with ``config``'s hyperparameters; its
+        own env steps and episodes stay its own, as a trial's curve does after an exploit."""
+        state = {**self.member_state(donor), "env_steps": int(self.env_steps[target]),
+                 "episodes_total": int(self.episodes_total[target]), "episodes": list(self.episodes[target])}
+        self.load_member_state(target, state, config)
+
     def stop(self) -> None:
         self.envs.close()

@@ -146,3 +146,40 @@ def test_a_pack_learns_cartpole_and_reports_each_member():
     # from a random policy's 22: every member learns (measured: 150-250 at 20k env steps)
     assert all(r["episode_return_mean"] > 80 for r in results), [r["episode_return_mean"] for r in results]
     assert not any(math.isnan(r["policy_loss"]) for r in results)
+
+
+def test_a_members_state_round_trips_into_another_pack(pack):
+    for _ in range(2):
+        pack.train()
+    state = pack.member_state(1)
+    other = PopulationPPO([{**SMALL, **m} for m in reversed(MEMBERS)])
+    try:
+        other.load_member_state(0, state)
+        np.testing.assert_array_equal(other.nets.flat[0], pack.nets.flat[1])
+        np.testing.assert_array_equal(other.exp_avg_sq[0], pack.exp_avg_sq[1])
+        assert other.members[0]["lr"] == MEMBERS[1]["lr"] and other.adam_steps[0, 0] == pack.adam_steps[1, 0]
+        assert other.env_steps[0] == pack.env_steps[1] and list(other.episodes[0]) == list(pack.episodes[1])
+        wider = PopulationPPO([{**SMALL, "hidden_sizes": [16]}])
+        try:
+            with pytest.raises(ValueError, match="^pack_trials: a member state of"):
+                wider.load_member_state(0, state)
+        finally:
+            wider.stop()
+    finally:
+        other.stop()
+
+
+def test_an_exploit_inside_the_pack_copies_the_donors_slice_and_keeps_the_targets_curve(pack):
+    pack.train()
+    others = pack.nets.flat[2].copy()
+    steps, episodes = int(pack.env_steps[1]), list(pack.episodes[1])
+    pack.exploit(target=1, donor=0, config={"lr": 5e-4, "clip_param": 0.25})
+    np.testing.assert_array_equal(pack.nets.flat[1], pack.nets.flat[0])
+    np.testing.assert_array_equal(pack.exp_avg[1], pack.exp_avg[0])
+    np.testing.assert_array_equal(pack.nets.flat[2], others)  # the rest of the pack is untouched
+    assert pack.members[1]["lr"] == 5e-4 and pack.members[1]["clip_param"] == 0.25
+    assert pack.members[1]["gamma"] == MEMBERS[0]["gamma"]  # the donor's, where the new config says nothing
+    assert int(pack.env_steps[1]) == steps and list(pack.episodes[1]) == episodes
+    results = pack.train()
+    assert results[1]["cur_lr"] == 5e-4
+    assert not np.array_equal(pack.nets.flat[1], pack.nets.flat[0])  # then each learns on its own
