@@ -127,6 +127,29 @@ class PackedNetworks:
         return hs, out
 
 
+#: glibc's mallopt parameters (malloc.h), and the size under which freed memory stays in the heap.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _KEEP_BYTES = -1, -3, 256 << 20
+
+
+def keep_freed_memory() -> None:
+    """Let glibc keep up to 256 MiB of freed memory for reuse instead of handing it back to the OS.
+
+    A pack's temporaries are megabytes each (``[P, 2, 512, 64]`` floats) and made anew every
+    update; by default glibc gives such blocks back when they are freed, and the next update's
+    arrays come back as fresh pages, each zeroed by a page fault: that page-faulting took a third
+    of a 16-member update (benchmarks/RESULTS.md). Process-wide, in the process that hosts a pack;
+    a no-op where the C library is not glibc.
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
+        libc.mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
+    except (OSError, AttributeError):
+        pass
+
+
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
@@ -137,6 +160,7 @@ class PopulationPPO:
 
     def __init__(self, configs: Sequence[Mapping[str, Any]]) -> None:
         self.members = check_pack(configs)
+        keep_freed_memory()
         first = self.members[0]
         self.P, self.N = len(self.members), int(first["num_envs_per_worker"])
         self.T = int(first["train_batch_size"]) // self.N
