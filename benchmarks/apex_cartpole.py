@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import describe, print_table, race_to_target  # noqa: E402
+from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
 
 ACTORS, ITERATION_STEPS, EVAL_EPISODES, LEARNING_STARTS = 4, 2500, 10, 1000
 SHARED: dict[str, Any] = {"lr": 5e-4, "gamma": 0.99, "n_step": 3, "double_q": True, "dueling": True,
@@ -113,15 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     ray_init(2 * ACTORS + 2)  # room for both systems' actors: CPUs are no limit, cores are the machine's
     print(f"CartPole-v1, rule: {EVAL_EPISODES} greedy evaluation episodes' mean >= {args.target:g} within "
           f"{max_steps:,} env steps; {ACTORS} actors x 1 env; seeds {seeds}")
-    if not args.quick:  # untimed: imports, the first actors' start
-        for system in systems:
-            SYSTEMS[system](1000, math.inf, ITERATION_STEPS)
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
-    for seed in seeds:
-        for system in systems:
-            run = SYSTEMS[system](seed, args.target, max_steps)
-            runs[system].append(run)
-            print(f"  APEX {system:5s} seed {seed}: {describe(run)}", flush=True)
+    runs = race_seeds("APEX", {s: SYSTEMS[s] for s in systems}, seeds, args.target, max_steps,
+                      None if args.quick else ITERATION_STEPS)
     print_table("Ape-X DQN (RLlib: DQN with env runners)", runs)
 
 

@@ -23,6 +23,7 @@ warm-up of each; wall time from before the trainer is built (Ray already up).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
@@ -33,12 +34,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import describe, print_table, race_to_target  # noqa: E402
+from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
 
 DIRECTIONS, NOISE, STEP = 8, 0.05, 0.02
 
 
-def run_ours(seed: int, workers: int, target: float, max_steps: int) -> dict[str, Any]:
+def run_ours(seed: int, target: float, max_steps: int, workers: int) -> dict[str, Any]:
     from algorithms import ARS
 
     start = time.perf_counter()
@@ -58,7 +59,7 @@ class _Solved(Exception):
     """Raised by the callback to end SB3's ``learn`` once the rule holds."""
 
 
-def run_sb3(seed: int, workers: int, target: float, max_steps: int) -> dict[str, Any]:
+def run_sb3(seed: int, target: float, max_steps: int, workers: int) -> dict[str, Any]:
     import gymnasium as gym
     import numpy as np
     from sb3_contrib import ARS
@@ -126,15 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         ray_init(args.workers + 1)
     print(f"CartPole-v1, rule: a population's {2 * DIRECTIONS} episodes' mean >= {args.target:g} within "
           f"{max_steps:,} env steps; {args.workers} workers; seeds {seeds}")
-    if not args.quick:  # untimed: imports, the first workers' start
-        for system in systems:
-            SYSTEMS[system](1000, args.workers, math.inf, 2_000)
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
-    for seed in seeds:
-        for system in systems:
-            run = SYSTEMS[system](seed, args.workers, args.target, max_steps)
-            runs[system].append(run)
-            print(f"  ARS {system:5s} seed {seed}: {describe(run)}", flush=True)
+    runs_of = {s: functools.partial(SYSTEMS[s], workers=args.workers) for s in systems}
+    runs = race_seeds("ARS", runs_of, seeds, args.target, max_steps, None if args.quick else 2_000)
     print_table("ARS (SB3-contrib's)", runs, peer="sb3")
 
 

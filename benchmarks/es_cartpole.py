@@ -21,7 +21,7 @@ from before the trainer (EvoTorch: its problem and searcher) is built, Ray alrea
 from __future__ import annotations
 
 import argparse
-import math
+import functools
 import sys
 import time
 import warnings
@@ -31,12 +31,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import describe, print_table, race_to_target  # noqa: E402
+from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
 
 POPULATION, SIGMA, STEP, HIDDEN = 32, 0.02, 0.01, 16
 
 
-def run_ours(seed: int, workers: int, target: float, max_steps: int) -> dict[str, Any]:
+def run_ours(seed: int, target: float, max_steps: int, workers: int) -> dict[str, Any]:
     from algorithms import ES
 
     start = time.perf_counter()
@@ -52,7 +52,7 @@ def run_ours(seed: int, workers: int, target: float, max_steps: int) -> dict[str
         trainer.stop()
 
 
-def run_evotorch(seed: int, workers: int, target: float, max_steps: int) -> dict[str, Any]:
+def run_evotorch(seed: int, target: float, max_steps: int, workers: int) -> dict[str, Any]:
     import torch
     from evotorch.algorithms import PGPE
     from evotorch.neuroevolution import GymNE
@@ -98,15 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     ray_init(2 * args.workers + 2)  # room for both systems' actors
     print(f"CartPole-v1, rule: a population's {POPULATION} episodes' mean >= {args.target:g} within "
           f"{max_steps:,} env steps; {args.workers} workers; seeds {seeds}")
-    if not args.quick:  # untimed: imports, the first workers' start
-        for system in systems:
-            SYSTEMS[system](1000, args.workers, math.inf, 2_000)
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
-    for seed in seeds:
-        for system in systems:
-            run = SYSTEMS[system](seed, args.workers, args.target, max_steps)
-            runs[system].append(run)
-            print(f"  ES {system:8s} seed {seed}: {describe(run)}", flush=True)
+    runs_of = {s: functools.partial(SYSTEMS[s], workers=args.workers) for s in systems}
+    runs = race_seeds("ES", runs_of, seeds, args.target, max_steps, None if args.quick else 2_000, width=8)
     print_table("OpenAI-ES (EvoTorch's PGPE, sigma fixed)", runs, peer="evotorch")
 
 

@@ -23,6 +23,7 @@ from before the trainer (RLlib: ``build_algo``) is built, Ray already up.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import time
@@ -33,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import describe, print_table, race_to_target  # noqa: E402
+from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
 
 SHARED: dict[str, Any] = {"train_batch_size": 500, "lr": 5e-4, "gamma": 0.99, "vf_loss_coeff": 0.5,
                           "entropy_coeff": 0.01, "grad_clip": 40.0, "vtrace_clip_rho_threshold": 1.0,
@@ -118,15 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"CartPole-v1, rule: {WINDOW}-episode mean >= {args.target:g} within {max_steps:,} env steps; "
           f"{WORKERS} actors x {ENVS} envs; seeds {seeds}")
     for algo in algos:
-        if not args.quick:  # untimed: imports, the first actors' start
-            for system in systems:
-                SYSTEMS[system](algo, 1000, math.inf, 2 * ITERATION_STEPS)
-        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
-        for seed in seeds:
-            for system in systems:
-                run = SYSTEMS[system](algo, seed, args.target, max_steps)
-                runs[system].append(run)
-                print(f"  {algo} {system:5s} seed {seed}: {describe(run)}", flush=True)
+        runs_of = {s: functools.partial(SYSTEMS[s], algo) for s in systems}
+        runs = race_seeds(algo, runs_of, seeds, args.target, max_steps, None if args.quick else 2 * ITERATION_STEPS)
         print_table(algo, runs)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 
 def race_to_target(train: Callable[[], dict[str, Any]], read: Callable[[dict[str, Any]], tuple[int, float]],
@@ -49,3 +49,20 @@ def print_table(algo: str, runs: dict[str, list[dict[str, Any]]], peer: str = "r
     if "ours" in medians and peer in medians:
         (ow, orate), (pw, prate) = medians["ours"], medians[peer]
         print(f"  {peer} / ours: {pw / ow:.2f}x wall time to the target, ours / {peer} {orate / prate:.2f}x env steps/s")
+
+
+def race_seeds(label: str, runs_of: Mapping[str, Callable[[int, float, int], dict[str, Any]]], seeds: Sequence[int],
+               target: float, max_steps: int, warm_up_steps: int | None, width: int = 5) -> dict[str, list[dict[str, Any]]]:
+    """Each system's untimed warm-up (``warm_up_steps``, seed 1000, no target; None: none), then
+    the seeds interleaved (system after system, seed after seed): ``runs_of[system](seed, target,
+    max_steps)`` each, a line per run, and the runs by system."""
+    if warm_up_steps is not None:  # untimed: imports, the first actors' start
+        for run_of in runs_of.values():
+            run_of(1000, math.inf, warm_up_steps)
+    runs: dict[str, list[dict[str, Any]]] = {system: [] for system in runs_of}
+    for seed in seeds:
+        for system, run_of in runs_of.items():
+            run = run_of(seed, target, max_steps)
+            runs[system].append(run)
+            print(f"  {label} {system:{width}s} seed {seed}: {describe(run)}", flush=True)
+    return runs
