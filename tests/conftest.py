@@ -120,9 +120,7 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_collection_finish(session):
     """Start the type check in the background as soon as it is known to be wanted (see
-    test_typecheck); not in xdist's workers: each collects every test, one of them runs it."""
-    if _xdist_worker(session.config):
-        return
+    test_typecheck): the first of xdist's workers to have collected it starts it for the session."""
     if any(item.nodeid.startswith("tests/test_typecheck.py") for item in session.items):
         from tests.test_typecheck import start_mypy
 
