@@ -21,7 +21,6 @@ warm-up of each; wall time from before the trainer (RLlib: ``build_algo``) is bu
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -31,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
+from benchmarks.peers.common import ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.to_target import parse_race, print_table, race_parser, race_seeds, race_to_target  # noqa: E402
 
 ACTORS, ITERATION_STEPS, EVAL_EPISODES, LEARNING_STARTS = 4, 2500, 10, 1000
 SHARED: dict[str, Any] = {"lr": 5e-4, "gamma": 0.99, "n_step": 3, "double_q": True, "dueling": True,
@@ -95,19 +94,8 @@ SYSTEMS = {"ours": run_ours, "rllib": run_rllib}
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--systems", default="ours,rllib")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--target", type=float, default=200.0)
-    p.add_argument("--max-steps", type=int, default=150_000)
-    p.add_argument("--quick", action="store_true", help="a tiny budget, no warm-up (the smoke test)")
-    args = p.parse_args(argv)
-    systems = args.systems.split(",")
-    bad = [s for s in systems if s not in SYSTEMS]
-    if bad:
-        p.error(f"--systems: unknown {bad}; allowed: {sorted(SYSTEMS)}")
-    seeds = int_list(p, "--seeds", args.seeds)
-    positive(p, "--max-steps", args.max_steps)
+    p = race_parser(__doc__.splitlines()[0], list(SYSTEMS), target=200.0, max_steps=150_000)
+    args, systems, seeds = parse_race(p, argv, list(SYSTEMS))
     max_steps = ITERATION_STEPS if args.quick else args.max_steps
     warnings.filterwarnings("ignore")
     ray_init(2 * ACTORS + 2)  # room for both systems' actors: CPUs are no limit, cores are the machine's

@@ -20,7 +20,6 @@ from before the trainer (EvoTorch: its problem and searcher) is built, Ray alrea
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 import time
@@ -30,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
+from benchmarks.peers.common import positive, ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.to_target import parse_race, print_table, race_parser, race_seeds, race_to_target  # noqa: E402
 
 POPULATION, SIGMA, STEP, HIDDEN = 32, 0.02, 0.01, 16
 
@@ -78,21 +77,10 @@ SYSTEMS = {"ours": run_ours, "evotorch": run_evotorch}
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--systems", default="ours,evotorch")
-    p.add_argument("--seeds", default="0,1,2")
+    p = race_parser(__doc__.splitlines()[0], list(SYSTEMS), target=475.0, max_steps=500_000)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--target", type=float, default=475.0)
-    p.add_argument("--max-steps", type=int, default=500_000)
-    p.add_argument("--quick", action="store_true", help="a tiny budget, no warm-up (the smoke test)")
-    args = p.parse_args(argv)
-    systems = args.systems.split(",")
-    bad = [s for s in systems if s not in SYSTEMS]
-    if bad:
-        p.error(f"--systems: unknown {bad}; allowed: {sorted(SYSTEMS)}")
-    seeds = int_list(p, "--seeds", args.seeds)
+    args, systems, seeds = parse_race(p, argv, list(SYSTEMS))
     positive(p, "--workers", args.workers)
-    positive(p, "--max-steps", args.max_steps)
     max_steps = 2_000 if args.quick else args.max_steps
     warnings.filterwarnings("ignore")
     ray_init(2 * args.workers + 2)  # room for both systems' actors

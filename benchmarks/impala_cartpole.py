@@ -22,7 +22,6 @@ from before the trainer (RLlib: ``build_algo``) is built, Ray already up.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import sys
@@ -33,8 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import int_list, positive, ray_init  # noqa: E402 - after the path is set
-from benchmarks.peers.to_target import print_table, race_seeds, race_to_target  # noqa: E402
+from benchmarks.peers.common import ray_init  # noqa: E402 - after the path is set
+from benchmarks.peers.to_target import parse_race, print_table, race_parser, race_seeds, race_to_target  # noqa: E402
 
 SHARED: dict[str, Any] = {"train_batch_size": 500, "lr": 5e-4, "gamma": 0.99, "vf_loss_coeff": 0.5,
                           "entropy_coeff": 0.01, "grad_clip": 40.0, "vtrace_clip_rho_threshold": 1.0,
@@ -98,21 +97,13 @@ SYSTEMS = {"ours": run_ours, "rllib": run_rllib}
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = race_parser(__doc__.splitlines()[0], list(SYSTEMS), target=150.0, max_steps=400_000)
     p.add_argument("--algos", default="impala,appo")
-    p.add_argument("--systems", default="ours,rllib")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--target", type=float, default=150.0)
-    p.add_argument("--max-steps", type=int, default=400_000)
-    p.add_argument("--quick", action="store_true", help="a tiny budget, no warm-up (the smoke test)")
-    args = p.parse_args(argv)
+    args, systems, seeds = parse_race(p, argv, list(SYSTEMS))
     algos = [a.upper() for a in args.algos.split(",")]
-    systems = args.systems.split(",")
-    bad = [a for a in algos if a not in ("IMPALA", "APPO")] + [s for s in systems if s not in SYSTEMS]
+    bad = [a for a in algos if a not in ("IMPALA", "APPO")]
     if bad:
-        p.error(f"unknown {bad}: --algos from impala, appo; --systems from {sorted(SYSTEMS)}")
-    seeds = int_list(p, "--seeds", args.seeds)
-    positive(p, "--max-steps", args.max_steps)
+        p.error(f"--algos: unknown {bad}; allowed: impala, appo")
     max_steps = 10_000 if args.quick else args.max_steps
     warnings.filterwarnings("ignore")
     ray_init(2 * WORKERS + 2)  # room for both systems' actors: CPUs are no limit, cores are the machine's

@@ -3,10 +3,13 @@ benchmarks against RLlib: ``impala_cartpole.py``, ``apex_cartpole.py``)."""
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
 from typing import Any, Callable, Mapping, Sequence
+
+from benchmarks.peers.common import int_list, positive
 
 
 def race_to_target(train: Callable[[], dict[str, Any]], read: Callable[[dict[str, Any]], tuple[int, float]],
@@ -66,3 +69,28 @@ def race_seeds(label: str, runs_of: Mapping[str, Callable[[int, float, int], dic
             runs[system].append(run)
             print(f"  {label} {system:{width}s} seed {seed}: {describe(run)}", flush=True)
     return runs
+
+
+def race_parser(description: str, systems: Sequence[str], target: float, max_steps: int) -> argparse.ArgumentParser:
+    """The flags every race shares: ``--systems``, ``--seeds``, ``--target``, ``--max-steps``, ``--quick``."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--systems", default=",".join(systems))
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--target", type=float, default=target)
+    p.add_argument("--max-steps", type=int, default=max_steps)
+    p.add_argument("--quick", action="store_true", help="a tiny budget, no warm-up (the smoke test)")
+    return p
+
+
+def parse_race(p: argparse.ArgumentParser, argv: list[str] | None, systems: Sequence[str]
+               ) -> tuple[argparse.Namespace, list[str], list[int]]:
+    """The parsed flags, the systems asked for and the seeds; a bad shared flag is argparse's one-line
+    error naming it."""
+    args = p.parse_args(argv)
+    chosen = args.systems.split(",")
+    bad = [s for s in chosen if s not in systems]
+    if bad:
+        p.error(f"--systems: unknown {bad}; allowed: {sorted(systems)}")
+    seeds = int_list(p, "--seeds", args.seeds)
+    positive(p, "--max-steps", args.max_steps)
+    return args, chosen, seeds
