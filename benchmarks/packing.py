@@ -93,7 +93,8 @@ def run_unpacked(configs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     analysis = tune.run("PPO", config={**SHARED, "num_workers": 0, "num_cpus_for_learner": 1, **space},
                         search_alg=BasicVariantGenerator(points_to_evaluate=configs), num_samples=0,
                         stop={"env_steps_total": steps}, metric="episode_return_mean", mode="max", verbose=0,
-                        tensorboard=False, storage_path=str(Path("/tmp") / "packing_benchmark"), name=f"unpacked_{start}")
+                        tensorboard=False, storage_path=str(Path("/tmp") / "packing_benchmark"), name=f"unpacked_{start}",
+                        pack_trials=False)
     wall = time.perf_counter() - start
     by_seed = {t.config["seed"]: t.last_result for t in analysis.trials}
     results = [by_seed[c["seed"]] for c in configs]

@@ -22,6 +22,7 @@ from tuner.execution.checkpoint_manager import CheckpointManager
 from tuner.execution.controller import Controller
 from tuner.execution.leftovers import Leftovers, nothing_to_keep
 from tuner.execution.profiler import SweepProfiler, save_profile
+from tuner.execution.pack_plan import PackPlan
 from tuner.execution.progress import ProgressReporter
 from tuner.execution.resources import PlacementGroupFactory, to_placement_group_factory
 from tuner.execution.resume import adopt_stored_sweep, load_sweep, validate_resume
@@ -201,6 +202,7 @@ def run(
     checkpoint_score_attr: str | None = None,
     fail_fast: bool | str = False,
     reuse_actors: bool | None = None,
+    pack_trials: bool | int | str = "auto",
     trial_name_creator: Callable[[Any], str] | None = None,
     trial_dirname_creator: Callable[[Any], str] | None = None,
     _tuner_state: bytes | None = None,
@@ -245,6 +247,13 @@ def run(
     that fails for good (``"raise"``: and raises its error). ``trial_name_creator`` and
     ``trial_dirname_creator`` name trials and their directories. ``reuse_actors`` is accepted for
     Ray Tune scripts: trial actors are always reused between trials of the same resources.
+
+    ``pack_trials`` runs trials whose configs share a shape (a trainer that can pack them: PPO
+    on a flat Box and Discrete actions, say) as members of one population learner in one process,
+    each member still a trial of its own (its results, checkpoints, scheduler decisions):
+    ``"auto"`` packs where the trainer can and the planned trials outnumber the learners the
+    cluster runs side by side; an int is the most members per pack; False never packs. The sweep
+    says once how it packed and why.
 
     Example:
         >>> from tuner import tune
@@ -345,6 +354,9 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     reporter = ProgressReporter(verbose=options.verbose, metric=options.metric, mode=options.mode)
     scheduler, searcher, innermost, max_trials = prepare_search(options)
     planned = max_trials if max_trials is not None else grid_total(innermost)
+    if trainable_cls.packed_trainable() is not None:
+        resources_for = PackPlan(trainable_cls, options.pack_trials, planned, resources_for,
+                                 cpus=lambda: float(ray.cluster_resources().get("CPU", 0.0)), say=reporter.note)
     name = options.name or default_sweep_name(trainable_cls.__name__)
     run_dir = local_root(storage) / name
     tb_dir = (Path(options.tensorboard_dir).expanduser().absolute() if options.tensorboard_dir is not None

@@ -11,6 +11,7 @@ from typing import Mapping
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 from schedulers.validation import check_int, is_int, is_number
+from tuner.pack_trials import check_pack_trials
 from tuner.run_options import RunOptions
 from tuner.search.basic_variant import BasicVariantGenerator
 from tuner.search.searcher import Searcher
@@ -45,6 +46,10 @@ def validate_arguments(trainable_cls: type[Trainable], options: RunOptions) -> N
         raise ValueError(f"cpu_share must be a number in (0, 1] (the share of the cluster's CPUs the sweep may "
                          f"hold) or None, got {o.cpu_share!r}")
     check_int(o.max_failures, "max_failures", -1)
+    check_pack_trials(o.pack_trials)
+    if o.pack_trials not in ("auto", False, 1) and trainable_cls.packed_trainable() is None:
+        raise ValueError(f"pack_trials={o.pack_trials!r}: {trainable_cls.__name__} does not pack trials "
+                         f"(use 'auto' or False)")
     check_int(o.checkpoint_freq, "checkpoint_freq", 0)
     if o.checkpoint_freq and issubclass(trainable_cls, FunctionTrainable):
         raise ValueError(

@@ -58,6 +58,7 @@ class RunOptions:
     checkpoint_score_attr: str | None = None
     fail_fast: bool | str = False
     reuse_actors: bool | None = None
+    pack_trials: bool | int | str = "auto"
     trial_name_creator: Callable[[Any], str] | None = None
     trial_dirname_creator: Callable[[Any], str] | None = None
 

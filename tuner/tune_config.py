@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 from schedulers.trial_scheduler import TrialScheduler, validate_mode
 from schedulers.validation import check_int, is_number
+from tuner.pack_trials import check_pack_trials
 from tuner.stopper import to_stopper
 from tuner.storage import check_storage_path
 
@@ -149,7 +150,8 @@ class TuneConfig:
 
     ``metric``/``mode`` are also what ``ResultGrid.get_best_result()`` uses by default.
     ``reuse_actors`` is accepted for compatibility: trial actors are always reused between trials
-    of the same resources here, with a fresh trainable built for each trial.
+    of the same resources here, with a fresh trainable built for each trial. ``pack_trials``:
+    trials of one shape as members of one population learner (``tune.run``'s).
     """
 
     mode: str | None = None
@@ -160,6 +162,7 @@ class TuneConfig:
     max_concurrent_trials: int | None = None
     time_budget_s: float | datetime.timedelta | None = None
     reuse_actors: bool = False
+    pack_trials: bool | int | str = "auto"
     trial_name_creator: Callable[[Any], str] | None = None
     trial_dirname_creator: Callable[[Any], str] | None = None
 
@@ -183,6 +186,10 @@ class TuneConfig:
             raise ConfigError(f"{owner}.time_budget_s must be a number of seconds > 0 or None, got {self.time_budget_s!r}")
         if not isinstance(self.reuse_actors, bool):
             raise ConfigError(f"{owner}.reuse_actors must be True or False, got {self.reuse_actors!r}")
+        try:
+            check_pack_trials(self.pack_trials)
+        except ValueError as exc:
+            raise ConfigError(f"{owner}.{exc}") from None
         if self.scheduler is not None and not isinstance(self.scheduler, TrialScheduler):
             raise ConfigError(f"{owner}.scheduler must be a TrialScheduler, got {type(self.scheduler).__name__}")
         _check_callable(owner, "trial_name_creator", self.trial_name_creator)

@@ -126,6 +126,7 @@ class Tuner:
             tensorboard=rc.tensorboard,
             tensorboard_dir=rc.tensorboard_dir,
             reuse_actors=tc.reuse_actors,
+            pack_trials=tc.pack_trials,
             trial_name_creator=tc.trial_name_creator,
             trial_dirname_creator=tc.trial_dirname_creator,
         )

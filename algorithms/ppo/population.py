@@ -81,23 +81,37 @@ class PackedNetworks:
     """
 
     def __init__(self, sizes: list[int], seeds: Sequence[int]) -> None:
-        import torch
-
         P = len(seeds)
         shapes = [((2, n_in, n_out), (2, 1, n_out)) for n_in, n_out in zip(sizes, sizes[1:])]
         size = sum(int(np.prod(w)) + int(np.prod(b)) for w, b in shapes)
+        self.sizes = sizes
         self.flat = np.zeros((P, size), dtype=F32)
         self.weights, self.biases = self.views(self.flat, shapes)
         self.shapes = shapes
-        last = len(shapes) - 1
         for m, seed in enumerate(seeds):
-            g = torch.Generator().manual_seed(int(seed))
-            for net, out_gain in ((0, 0.01), (1, 1.0)):
-                for k, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-                    n_out = 1 if (net == 1 and k == last) else n_out
-                    w = torch.empty(n_out, n_in)
-                    torch.nn.init.orthogonal_(w, gain=out_gain if k == last else math.sqrt(2), generator=g)
-                    self.weights[k][m, net, :, :n_out] = w.T.numpy()
+            self.initialise(m, seed)
+
+    @classmethod
+    def over(cls, flat: np.ndarray, shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> PackedNetworks:
+        """Networks whose parameters are ``flat`` (laid out as :attr:`flat`), not copied."""
+        nets = object.__new__(cls)
+        nets.flat, nets.shapes = flat, list(shapes)
+        nets.weights, nets.biases = cls.views(flat, shapes)
+        return nets
+
+    def initialise(self, m: int, seed: int) -> None:
+        """Member ``m``'s layers drawn anew from ``seed`` (see the class docstring)."""
+        import torch
+
+        sizes, last = self.sizes, len(self.shapes) - 1
+        self.flat[m] = 0.0
+        g = torch.Generator().manual_seed(int(seed))
+        for net, out_gain in ((0, 0.01), (1, 1.0)):
+            for k, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+                n_out = 1 if (net == 1 and k == last) else n_out
+                w = torch.empty(n_out, n_in)
+                torch.nn.init.orthogonal_(w, gain=out_gain if k == last else math.sqrt(2), generator=g)
+                self.weights[k][m, net, :, :n_out] = w.T.numpy()
 
     @staticmethod
     def views(flat: np.ndarray, shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]
@@ -186,6 +200,10 @@ class PopulationPPO:
         self.episodes: list[deque[tuple[float, int]]] = [deque(maxlen=WINDOW) for _ in range(self.P)]
         self.episodes_total = np.zeros(self.P, dtype=np.int64)
         self.env_steps = np.zeros(self.P, dtype=np.int64)
+        # Whether an env's running episode counts for its member: one a member joined (or was
+        # absent) halfway through is not its own, and its end is not one of its episodes.
+        self.counting = np.ones(self.P * self.N, dtype=bool)
+        self._learning = np.ones(self.P, dtype=bool)  # the members that learn in this iteration
         self.iteration = 0
 
     def hyper(self, key: str) -> np.ndarray:
@@ -227,12 +245,16 @@ class PopulationPPO:
     def _count_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
         self.running_return += np.where(valid, rewards, 0.0)
         self.running_length += valid
-        self.env_steps += valid.reshape(self.P, self.N).sum(axis=1)
+        self.env_steps += valid.reshape(self.P, self.N).sum(axis=1) * self._learning
+        learning_envs = np.repeat(self._learning, self.N)
+        self.counting &= learning_envs
         for i in np.flatnonzero(done):
             member = i // self.N
-            self.episodes[member].append((float(self.running_return[i]), int(self.running_length[i])))
-            self.episodes_total[member] += 1
+            if self.counting[i]:
+                self.episodes[member].append((float(self.running_return[i]), int(self.running_length[i])))
+                self.episodes_total[member] += 1
             self.running_return[i], self.running_length[i] = 0.0, 0
+            self.counting[i] = learning_envs[i]  # the next episode is the member's from its first step
 
     # -- learning -----------------------------------------------------------------------------------
     def advantages(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -338,21 +360,57 @@ class PopulationPPO:
         self.nets.flat -= step_size * self.exp_avg / denom
 
     # -- one iteration --------------------------------------------------------------------------------
-    def train(self) -> list[dict[str, Any]]:
-        """One batch and its update for every member: a result per member, PPO's keys."""
-        stats = self.learn(self.sample())
+    def train(self, learning: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """One batch and its update for every member, or for the members ``learning`` only (the
+        others' envs step on, but nothing of it is theirs: their state stays as it was): a result
+        per learning member, PPO's keys, in order. A member whose loss or parameters are no longer
+        finite has ``"error"`` in its result."""
+        chosen = list(range(self.P)) if learning is None else sorted(int(m) for m in learning)
+        self._learning = np.zeros(self.P, dtype=bool)
+        self._learning[chosen] = True
+        batch = self.sample()
+        stats = self.learn(batch) if len(chosen) == self.P else self._learn_subset(batch, chosen)
         self.iteration += 1
         results = []
-        for m in range(self.P):
+        for i, m in enumerate(chosen):
             returns = [r for r, _ in self.episodes[m]]
             lengths = [n for _, n in self.episodes[m]]
-            results.append({
-                "training_iteration": self.iteration, "env_steps_total": int(self.env_steps[m]),
-                "episodes_total": int(self.episodes_total[m]),
+            result = {
+                "env_steps_total": int(self.env_steps[m]), "episodes_total": int(self.episodes_total[m]),
                 "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
                 "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,
-                "cur_lr": float(self.members[m]["lr"]), **{k: float(v[m]) for k, v in stats.items()}})
+                "cur_lr": float(self.members[m]["lr"]), **{k: float(v[i]) for k, v in stats.items()}}
+            if not (all(math.isfinite(float(v[i])) for v in stats.values()) and np.isfinite(self.nets.flat[m]).all()):
+                result["error"] = (f"member {m}'s loss or parameters are not finite (lr {self.members[m]['lr']!r}): "
+                                   f"{ {k: float(v[i]) for k, v in stats.items()} }")
+            results.append(result)
         return results
+
+    def _learn_subset(self, batch: Mapping[str, np.ndarray], members: list[int]) -> dict[str, np.ndarray]:
+        """:meth:`learn` for ``members`` only: their rows of every array, learned on as a pack of
+        their own, then written back."""
+        sub = object.__new__(PopulationPPO)
+        sub.members = [self.members[m] for m in members]
+        sub.P, sub.N, sub.T, sub.num_actions, sub.rng = len(members), self.N, self.T, self.num_actions, self.rng
+        sub.nets = PackedNetworks.over(self.nets.flat[members], self.nets.shapes)
+        sub.grad = np.zeros_like(sub.nets.flat)
+        sub.grad_weights, sub.grad_biases = PackedNetworks.views(sub.grad, self.nets.shapes)
+        sub.exp_avg, sub.exp_avg_sq = self.exp_avg[members], self.exp_avg_sq[members]
+        sub.adam_steps = self.adam_steps[members]
+        stats = sub.learn({k: v[:, members] for k, v in batch.items()})
+        self.nets.flat[members], self.exp_avg[members], self.exp_avg_sq[members] = sub.nets.flat, sub.exp_avg, sub.exp_avg_sq
+        self.adam_steps[members] = sub.adam_steps
+        return stats
+
+    def join(self, m: int, config: Mapping[str, Any]) -> None:
+        """Member ``m`` starts anew as a trial of ``config`` (its signature the pack's): fresh
+        layers from its seed, no optimiser state, no env steps or episodes of its own yet."""
+        self.members[m] = check_pack([{**config, **{k: self.members[m][k] for k in SIGNATURE}}])[0]
+        self.nets.initialise(m, int(self.members[m]["seed"]))
+        self.exp_avg[m], self.exp_avg_sq[m], self.adam_steps[m] = 0.0, 0.0, 0.0
+        self.env_steps[m], self.episodes_total[m] = 0, 0
+        self.episodes[m].clear()
+        self.counting[m * self.N:(m + 1) * self.N] = False
 
     # -- one member: its checkpoint, an exploit inside the pack -------------------------------------------
     def member_state(self, m: int) -> dict[str, Any]:
@@ -376,8 +434,19 @@ class PopulationPPO:
         self.exp_avg[m], self.exp_avg_sq[m] = state["exp_avg"], state["exp_avg_sq"]
         self.adam_steps[m, 0] = state["adam_steps"]
         self.members[m] = merged
-        self.env_steps[m], self.episodes_total[m] = state["env_steps"], state["episodes_total"]
-        self.episodes[m] = deque(state["episodes"], maxlen=WINDOW)
+        self.restart_counts(m, state["env_steps"], state["episodes_total"], state["episodes"])
+
+    def configure(self, m: int, config: Mapping[str, Any]) -> None:
+        """Member ``m`` learns on with ``config``'s per-member hyperparameters (its signature the pack's)."""
+        self.members[m] = check_pack([{**{k: v for k, v in config.items() if k in PER_MEMBER},
+                                       **{k: self.members[m][k] for k in SIGNATURE}}])[0]
+
+    def restart_counts(self, m: int, env_steps: int, episodes_total: int, episodes: Sequence[tuple[float, int]]) -> None:
+        """Member ``m``'s env steps, episode count and window are these (a restore's); the episodes
+        its envs are in the middle of are not its own."""
+        self.env_steps[m], self.episodes_total[m] = env_steps, episodes_total
+        self.episodes[m] = deque(((float(r), int(n)) for r, n in episodes), maxlen=WINDOW)
+        self.counting[m * self.N:(m + 1) * self.N] = False
 
     def exploit(self, target: int, donor: int, config: Mapping[str, Any]) -> None:
         """PBT inside the pack: member ``target`` takes ``donor``'s network and optimiser state (a

@@ -20,7 +20,7 @@ Its defaults, and why each: docs/algorithms.md (PPO).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from algorithms.data.observations import flatten_lead, index, to_tensors
 from algorithms.core.common_config import check
 from algorithms.core.trainer import DistributedTrainer
 from schedulers.validation import is_int, is_number
+from tuner.trainable.trainable import Trainable
 
 if TYPE_CHECKING:
     import torch
@@ -97,6 +98,19 @@ class PPO(DistributedTrainer):
     optimizer: Any
     # The first weights, drawn in numpy before the learner has torch, until the policy holds them.
     _initial_weights: dict[str, np.ndarray] | None = None
+
+    # -- packed trials (algorithms/ppo/packed.py) -----------------------------------------------
+    @classmethod
+    def pack_signature(cls, config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+        from algorithms.ppo.packed import pack_signature
+
+        return pack_signature(config)
+
+    @classmethod
+    def packed_trainable(cls) -> type[Trainable] | None:
+        from algorithms.ppo.packed import PackedPPO
+
+        return PackedPPO if cls is PPO else None  # a subclass may change what a member would do
 
     # -- config ------------------------------------------------------------------------------
     @classmethod

@@ -54,6 +54,7 @@ from tuner.cli.paths import default_storage_path
 from tuner.storage import check_storage_path, is_uri
 from tuner.cli.space import parse_space, searched_keys
 from tuner.cli.yaml_io import load_spec_file
+from tuner.pack_trials import check_pack_trials
 from tuner.tune_config import SWEEP_NAME_RULE, default_sweep_name, is_sweep_name
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 KEYS = (
     "name", "description", "trainable", "metric", "mode", "num_samples", "seed", "search", "scheduler",
     "stop", "time_budget_s", "resources", "max_concurrent_trials", "cpu_share", "max_failures", "checkpoint_freq",
-    "checkpoint_at_end", "storage_path", "database_url", "tensorboard", "tensorboard_dir", "config",
+    "checkpoint_at_end", "pack_trials", "storage_path", "database_url", "tensorboard", "tensorboard_dir", "config",
 )
 REQUIRED = ("trainable", "config")
 
@@ -113,6 +114,7 @@ class SweepSpec:
             "max_failures": doc.get("max_failures", 0),
             "checkpoint_freq": doc.get("checkpoint_freq", 0),
             "checkpoint_at_end": doc.get("checkpoint_at_end", False),
+            "pack_trials": doc.get("pack_trials", "auto"),
             "storage_path": self.storage_path,
             "database_url": self.database_url,
             "name": self.name,
@@ -278,6 +280,10 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
     expect_int(doc.get("max_failures", 0), "max_failures", minimum=-1)
     expect_int(doc.get("checkpoint_freq", 0), "checkpoint_freq", minimum=0)
     expect_bool(doc.get("checkpoint_at_end", False), "checkpoint_at_end")
+    try:
+        check_pack_trials(doc.get("pack_trials", "auto"))
+    except ValueError as exc:
+        raise SpecError("pack_trials", str(exc).removeprefix("pack_trials must be ")) from None
     expect_bool(doc.get("tensorboard", True), "tensorboard")
     expect_str(doc.get("tensorboard_dir"), "tensorboard_dir", allow_none=True)
     storage_path = expect_str(doc.get("storage_path"), "storage_path", allow_none=True) or default_storage_path()

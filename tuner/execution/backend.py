@@ -118,6 +118,20 @@ class RayBackend:
         ).remote(exit_quietly_on_sigterm=True)
         return actor, pg
 
+    def place_pack(self, pgf: PlacementGroupFactory, capacity: int) -> tuple[Any, Any]:
+        """A new pack actor of ``capacity`` member slots in a new group of shape ``pgf`` (see
+        ``pack_backend``): threaded, a thread per member's call and a few for its other calls."""
+        from tuner.execution.pack_actor import PackActor
+
+        pg = placement_group(pgf.bundles, strategy=pgf.strategy)
+        head = pgf.bundles[0]
+        actor = ray.remote(max_restarts=0, max_task_retries=0)(PackActor).options(
+            num_cpus=head.get("CPU", 0.0), num_gpus=head.get("GPU", 0.0), max_concurrency=3 * capacity + 4,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True),
+        ).remote(capacity)
+        return actor, pg
+
     def place_group(self, bundles: list[dict[str, float]]) -> Any:
         # Not waited for: the accounting said it fits, and actors placed in it wait until it is ready.
         return placement_group([dict(b) for b in bundles], strategy="PACK")

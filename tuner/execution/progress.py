@@ -46,6 +46,11 @@ class ProgressReporter(Callback):
     def _print(self, text: str) -> None:
         print(text, file=self._out, flush=True)
 
+    def note(self, text: str) -> None:
+        """A line the sweep says once (how it packed its trials, say); shown unless ``verbose`` is 0."""
+        if self.verbose >= 1:
+            self._print(text)
+
     def on_result(self, trial: Trial, result: dict[str, Any]) -> None:
         self._results += 1
         if self.verbose >= 3:

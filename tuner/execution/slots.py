@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from tuner.execution.backend import Backend, RayBackend
+from tuner.execution.pack_backend import PackingBackend
 from tuner.execution.resources import PlacementGroupFactory, fits
 
 __all__ = ["Slot", "SlotPool"]
@@ -45,7 +46,7 @@ class SlotPool:
     """The slots of running trials (``running``, by trial id) and the idle ones, ready for reuse."""
 
     def __init__(self, backend: Backend | None = None, *, cpu_share: float | None = None) -> None:
-        self.backend: Backend = backend if backend is not None else RayBackend()
+        self.backend: Backend = backend if backend is not None else PackingBackend(RayBackend())
         #: The share of the cluster's CPUs this sweep's groups may hold at once (None: all of them);
         #: its first trial always runs, whatever it asks for.
         self.cpu_share = cpu_share

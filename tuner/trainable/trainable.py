@@ -8,7 +8,7 @@ import os
 import pickle
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Mapping, Sequence
 
 from tuner.trainable.checkpoint import atomic_file
 from tuner.trainable.context import TrialInfo
@@ -126,6 +126,18 @@ class Trainable:
         so the trial does not resolve it again (and perhaps differently) in its own process.
         Runs in the driver for each config a trial starts or is exploited with; the result must
         pickle. None (the default): nothing."""
+        return None
+
+    @classmethod
+    def pack_signature(cls, config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+        """``(signature, how)`` when trials of ``config`` can run packed (``tune.run``'s
+        ``pack_trials``): trials with equal signatures share one population learner, and ``how``
+        says in a few words what runs; ``(None, why not)`` when they cannot. Asked in the driver."""
+        return None, f"{cls.__name__} does not pack trials"
+
+    @classmethod
+    def packed_trainable(cls) -> type[Trainable] | None:
+        """The trainable each member of a pack runs as (see ``tuner.trainable.pack``); None: none."""
         return None
 
     # -- engine side -----------------------------------------------------------------------

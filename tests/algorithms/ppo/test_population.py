@@ -140,7 +140,7 @@ def test_a_pack_learns_cartpole_and_reports_each_member():
             results = pack.train()
     finally:
         pack.stop()
-    assert [r["training_iteration"] for r in results] == [10] * 3
+    assert pack.iteration == 10 and len(results) == 3
     assert all(r["env_steps_total"] >= 10 * 2048 - 8 * 200 for r in results)  # reset steps are no env steps
     assert [r["cur_lr"] for r in results] == [1e-3, 2.5e-3, 3e-3]
     # from a random policy's 22: every member learns (measured: 150-250 at 20k env steps)

@@ -1,0 +1,194 @@
+"""PPO trials as members of a pack: the trial side of ``PopulationPPO`` (``tune.run``'s ``pack_trials``).
+
+:func:`pack_signature` says whether a PPO config can be a member (the built-in separate tanh MLP on
+a flat Box observation with Discrete actions, sampling in the learner's process, and nothing set
+that the population learner does not do) and which configs share a pack: those of equal
+signature (:data:`~algorithms.ppo.population.SIGNATURE`: env, network, envs, batch, minibatch,
+epochs). :class:`PackedPPO` is the trainable each member runs in its pack's actor (see
+``tuner.trainable.pack``): it joins the pack's population in a slot, and its step, checkpoint,
+restore and config changes are that slot's.
+
+A member's checkpoint is a PPO checkpoint (the same files, policy and Adam state): ``load_agent``
+and ``PPO.from_checkpoint`` load it, and a sweep resumed with ``pack_trials=False`` continues it as
+an unpacked PPO trial (and the other way round).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Hashable, Mapping
+
+import numpy as np
+
+from algorithms.core.agent import write_agent_file
+from algorithms.core.trainer import STATE_FILE
+from algorithms.ppo.population import PER_MEMBER, SIGNATURE, WINDOW, PackedNetworks, PopulationPPO
+from tuner.trainable import pack as packs
+from tuner.trainable.trainable import Trainable
+from tuner.trainable.checkpoint import atomic_file
+
+__all__ = ["PackedPPO", "member_config", "pack_signature"]
+
+#: Keys a member may set to anything (its resources; which of PPO's learners it would use alone).
+_FREE = {"seed", "learner", "num_cpus_for_learner", "num_cpus_per_worker", "preprocessing", "model", "hidden_sizes"}
+
+
+def pack_signature(config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+    """``(signature, how)`` for a PPO trial of ``config`` that can be a pack's member, else
+    ``(None, why not)`` (see ``Trainable.pack_signature``)."""
+    import gymnasium as gym
+
+    from algorithms.ppo.trainer import PPO
+
+    prepared = PPO.prepare_trial(config)
+    c, default = prepared.config, PPO.resolve_config({"env": prepared.config["env"]})
+    for key in sorted(set(c) - set(SIGNATURE) - set(PER_MEMBER) - _FREE):
+        if repr(c[key]) != repr(default.get(key)):
+            return None, f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
+    model = c["model"]
+    if model.get("activation") != "tanh" or model.get("shared_layers"):
+        return None, f"model {model!r}: a packed member is the built-in separate tanh MLP"
+    if c["learner"] == "torch":
+        return None, "config key 'learner' is 'torch': a pack learns in numpy"
+    obs, act = prepared.observation_space, prepared.action_space
+    if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete)):
+        return None, f"its env has {obs} and {act}: a packed member takes a flat Box observation and Discrete actions"
+    if c["train_batch_size"] % c["num_envs_per_worker"]:
+        return None, (f"train_batch_size ({c['train_batch_size']}) is not a multiple of num_envs_per_worker "
+                      f"({c['num_envs_per_worker']})")
+    member = member_config(c)
+    signature = tuple(repr(member[key]) for key in SIGNATURE)
+    return signature, (f"PPO on {c['env']!r}, {member['num_envs_per_worker']} envs and a {member['hidden_sizes']} "
+                       f"MLP a member, one population learner a pack")
+
+
+def member_config(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved PPO config as a ``PopulationPPO`` member's (``seed`` None stays None)."""
+    member = {key: c[key] for key in SIGNATURE if key != "hidden_sizes"}
+    member["hidden_sizes"] = list(c["model"]["hidden_sizes"])
+    member.update({key: c[key] for key in PER_MEMBER})
+    if member["max_grad_norm"] is None:  # off
+        member["max_grad_norm"] = float("inf")
+    return member
+
+
+class PackedPPO(Trainable):
+    """A PPO trial as one member of its pack's ``PopulationPPO`` (see the module docstring)."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        from algorithms.ppo.trainer import PPO
+
+        info = self.get_trial_info()
+        prepared = getattr(info, "prepared", None)
+        resolved = prepared.config if prepared is not None else PPO.resolve_config(config)
+        self._member = member_config(resolved)
+        if self._member["seed"] is None:
+            self._member["seed"] = int(np.random.SeedSequence().entropy % (2**31))
+        self._pack = packs.current_pack()
+        self._slot = packs.current_slot()
+        self._population: PopulationPPO = self._pack.population(self._build)
+        self._pack.join(self._slot, self._member)
+
+    def _build(self) -> PopulationPPO:
+        # Every slot starts as this member's shape; a slot learns only once a member joins it.
+        return PopulationPPO([{**self._member, "seed": self._member["seed"] + m} for m in range(self._pack.capacity)])
+
+    def step(self) -> dict[str, Any]:
+        result = self._pack.step(self._slot)
+        if "error" in result:
+            raise FloatingPointError(f"packed PPO: {result['error']}")
+        result.update(learner="packed", pack_size=len(self._pack.members), num_workers=0,
+                      sampling_layout=f"in a pack of {self._pack.capacity}: {self._member['num_envs_per_worker']} envs")
+        return result
+
+    # -- checkpoints: PPO's files ------------------------------------------------------------------
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        import torch
+
+        with self._pack.locked() as population:
+            state = ppo_state(population, self._slot, int(self._member["seed"]))
+        with atomic_file(os.path.join(checkpoint_dir, STATE_FILE)) as f:
+            torch.save(state, f)
+        write_agent_file(checkpoint_dir, "PPO", self.config)
+        self._pack.saved[os.path.abspath(checkpoint_dir)] = state  # a PBT exploit in this pack takes it from here
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        import torch
+
+        if not isinstance(checkpoint, str):
+            raise ValueError(f"packed PPO: expected a checkpoint directory, got {type(checkpoint).__name__}")
+        state = self._pack.saved.get(os.path.abspath(checkpoint))
+        if state is None:
+            state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
+        with self._pack.locked() as population:
+            load_ppo_state(population, self._slot, state)
+        self._member["seed"] = int(state["counters"].get("seed", self._member["seed"]))
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        from algorithms.ppo.trainer import PPO
+
+        member = member_config(PPO.resolve_config(new_config))
+        if any(repr(member[key]) != repr(self._member[key]) for key in SIGNATURE):
+            return False  # another shape: rebuilt (a new member in this slot)
+        member["seed"] = self._member["seed"] if member["seed"] is None else member["seed"]
+        with self._pack.locked() as population:
+            population.configure(self._slot, member)
+        self._member = member
+        return True
+
+    def cleanup(self) -> None:
+        self._pack.leave(self._slot)
+
+
+def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:
+    """Member ``m``'s state as a PPO trainer's checkpoint (``trainer_state.pt``) holds it."""
+    import torch
+
+    nets = population.nets
+    policy: dict[str, torch.Tensor] = {}
+    moments = [PackedNetworks.views(buffer, nets.shapes) for buffer in (population.exp_avg, population.exp_avg_sq)]
+    adam: dict[int, dict[str, torch.Tensor]] = {}
+    steps = float(population.adam_steps[m, 0])
+    names = [("weights", k) for k in range(len(nets.weights))] + [("biases", k) for k in range(len(nets.biases))]
+    for i, (kind, k) in enumerate(names):
+        which = 0 if kind == "weights" else 1
+        policy[f"{kind}.{k}"] = torch.from_numpy((nets.weights if which == 0 else nets.biases)[k][m].copy())
+        if steps:
+            adam[i] = {"step": torch.tensor(steps), "exp_avg": torch.from_numpy(moments[0][which][k][m].copy()),
+                       "exp_avg_sq": torch.from_numpy(moments[1][which][k][m].copy())}
+    episodes = list(population.episodes[m])
+    return {
+        "format": 1, "algorithm": "PPO", "policy": policy,
+        "counters": {"env_steps_total": int(population.env_steps[m]), "seed": seed},
+        "episode_window": {"returns": [r for r, _ in episodes], "lens": [n for _, n in episodes],
+                           "episodes_total": int(population.episodes_total[m])},
+        "learner": {"optimizer": {"name": "adam", "state": adam}, "torch_rng": torch.Generator().manual_seed(seed).get_state()},
+        "evaluation": None, "normalizer": None,
+    }
+
+
+def load_ppo_state(population: PopulationPPO, m: int, state: Mapping[str, Any]) -> None:
+    """Member ``m`` takes a PPO checkpoint's state (:func:`ppo_state`'s, or an unpacked PPO trial's
+    of the same network); a network of another shape is a ValueError naming ``pack_trials``."""
+    nets = population.nets
+    policy = state["policy"]
+    moments = [PackedNetworks.views(buffer, nets.shapes) for buffer in (population.exp_avg, population.exp_avg_sq)]
+    adam = (state.get("learner") or {}).get("optimizer") or {}
+    per_param = adam.get("state", {}) if adam.get("name") == "adam" else {}
+    names = [("weights", k) for k in range(len(nets.weights))] + [("biases", k) for k in range(len(nets.biases))]
+    for i, (kind, k) in enumerate(names):
+        which = 0 if kind == "weights" else 1
+        target = (nets.weights if which == 0 else nets.biases)[k][m]
+        value = policy.get(f"{kind}.{k}")
+        if value is None or tuple(value.shape) != target.shape:
+            raise ValueError(f"pack_trials: the checkpoint's network does not fit this pack's members "
+                             f"({kind}.{k}: {None if value is None else tuple(value.shape)} against {target.shape})")
+        target[...] = value.numpy()
+        entry = per_param.get(i)
+        moments[0][which][k][m] = 0.0 if entry is None else entry["exp_avg"].numpy()
+        moments[1][which][k][m] = 0.0 if entry is None else entry["exp_avg_sq"].numpy()
+    first = per_param.get(0)
+    population.adam_steps[m, 0] = 0.0 if first is None else float(first["step"])
+    window = state["episode_window"]
+    population.restart_counts(m, int(state["counters"]["env_steps_total"]), int(window.get("episodes_total", 0)),
+                              list(zip(window["returns"], window["lens"]))[-WINDOW:])

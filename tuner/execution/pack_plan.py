@@ -1,0 +1,84 @@
+"""``pack_trials``: which trials run packed, how many to a pack, and the one line that says so.
+
+A trainer that can pack (``Trainable.pack_signature``) gives each config a signature; trials of
+equal signatures share packs of up to ``capacity`` members (see ``pack_backend``). ``"auto"``
+packs where the trainer can and there are more trials than the cluster has room for learners
+side by side: as many members to a pack as spread the planned trials over those learners (at most
+:data:`AUTO_MAX`). An int is the most members to a pack, and packing then is an order: a config
+the trainer cannot pack is an error naming ``pack_trials``, before anything runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Callable
+
+from tuner.execution.pack_backend import MemberPlacement
+from tuner.execution.resources import PlacementGroupFactory
+from tuner.pack_trials import check_pack_trials
+from tuner.trainable.trainable import Trainable
+
+__all__ = ["AUTO_MAX", "PackPlan"]
+
+logger = logging.getLogger(__name__)
+
+#: The most members ``pack_trials="auto"`` puts in one pack.
+AUTO_MAX = 32
+
+
+class PackPlan:
+    """``resources_for`` of a sweep with ``pack_trials``: a member's placement for a config that
+    packs, ``base(config)`` for one that does not. ``planned``: the trials the sweep will run
+    (None: its searcher decides); ``cpus``: the cluster's CPUs, read on first use; ``say``: how
+    the sweep says its one line on packing."""
+
+    def __init__(self, trainable_cls: type[Trainable], pack_trials: Any, planned: int | None,
+                 base: Callable[[dict[str, Any]], PlacementGroupFactory], cpus: Callable[[], float],
+                 say: Callable[[str], None]) -> None:
+        check_pack_trials(pack_trials)
+        self._cls = trainable_cls
+        self._pack_trials = pack_trials
+        self._planned = planned
+        self._base = base
+        self._cpus = cpus
+        self._say = say
+        self._said: set[str] = set()
+
+    @property
+    def forced(self) -> bool:
+        return self._pack_trials is not False and self._pack_trials != "auto"
+
+    def __call__(self, config: dict[str, Any]) -> PlacementGroupFactory:
+        pgf = self._base(config)
+        if self._pack_trials is False or self._pack_trials == 1:
+            return pgf
+        signature, how = self._cls.pack_signature(config)
+        if signature is not None and len(pgf.bundles) > 1:
+            signature, how = None, f"its trials need {len(pgf.bundles)} bundles (a pack is one process)"
+        if signature is None:
+            if self.forced:
+                raise ValueError(f"pack_trials={self._pack_trials}: trials of {self._cls.__name__} cannot be packed: {how}")
+            self._once(f"pack_trials='auto': trials of {self._cls.__name__} run one per process: {how}")
+            return pgf
+        capacity = self._pack_trials if self.forced else self._auto_capacity(pgf)
+        if capacity < 2:
+            self._once(f"pack_trials='auto': trials of {self._cls.__name__} run one per process: the cluster has a "
+                       f"learner's room for each of the {self._planned} trial(s)")
+            return pgf
+        self._once(f"pack_trials={self._pack_trials!r}: trials of {self._cls.__name__} run packed, up to {capacity} "
+                   f"to a process ({how})")
+        return MemberPlacement((self._cls.__qualname__, signature), capacity, pgf.bundles)
+
+    def _auto_capacity(self, pgf: PlacementGroupFactory) -> int:
+        learner = pgf.bundles[0].get("CPU", 0.0) or 1.0
+        side_by_side = max(1, int(self._cpus() / learner + 1e-9))
+        planned = AUTO_MAX * side_by_side if self._planned is None else self._planned
+        return min(AUTO_MAX, math.ceil(planned / side_by_side))
+
+    def _once(self, line: str) -> None:
+        if line not in self._said:
+            self._said.add(line)
+            logger.info("%s", line)
+            self._say(line)
+
