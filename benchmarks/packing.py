@@ -1,9 +1,10 @@
 """Packed trials against one process per trial (issue 48): 32 PPO configs on CartPole-v1 trained
-for the same env steps each, once packed (``--packs`` 2 population learners, ``algorithms/ppo/population.py``,
-each a Ray actor of 1 CPU holding an even share of the members: their layers stacked, their envs
-one vector env) and once as 32 trials of ours' PPO through
-``tune.run`` (one trial actor each, 2 at a time on the 2 CPUs given to Ray, sampling in the
-learner's process: the fastest layout for CartPole), in the same run.
+for the same env steps each, as one ``tune.run`` sweep of 32 PPO trials twice in the same run:
+packed (``pack_trials``: ``--packs`` 2 pack actors of 1 CPU each, holding an even share of the
+members as one population learner, ``algorithms/ppo/population.py``: their layers stacked, their
+envs one vector env) and unpacked (``pack_trials=False``: one trial actor each, 2 at a time on the
+2 CPUs given to Ray, sampling in the learner's process with the numpy learner: the fastest
+layout for CartPole).
 
 The configs: lr log-uniform in [1e-4, 3e-3], entropy_coeff in {0, 0.01}, clip_param in {0.1, 0.2,
 0.3}, gamma in {0.98, 0.99, 0.995}, drawn from ``--seed``; the member's seed its index; PPO's
@@ -48,41 +49,9 @@ def member_configs(members: int, seed: int) -> list[dict[str, Any]]:
              "gamma": float(rng.choice([0.98, 0.99, 0.995])), "seed": i} for i in range(members)]
 
 
-def train_pack(configs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
-    """One pack of ``configs`` trained until every member took ``steps`` env steps."""
-    import torch
-
-    from algorithms.ppo.population import PopulationPPO
-
-    torch.set_num_threads(1)
-    pack = PopulationPPO([{**SHARED, **c} for c in configs])
-    try:
-        results = pack.train()
-        while min(r["env_steps_total"] for r in results) < steps:
-            results = pack.train()
-    finally:
-        pack.stop()
-    return {"steps": sum(r["env_steps_total"] for r in results), "updates": pack.iteration * UPDATES_PER_BATCH * len(configs),
-            "returns": [r["episode_return_mean"] for r in results]}
-
-
-def run_packed(configs: list[dict[str, Any]], steps: int, packs: int) -> dict[str, Any]:
-    """``packs`` packs of the members (an even share each), each in a Ray actor of 1 CPU."""
-    import ray
-
-    start = time.perf_counter()
-    remote = ray.remote(num_cpus=1)(train_pack)
-    shares = [configs[i::packs] for i in range(packs)]
-    outs = ray.get([remote.remote(share, steps) for share in shares])
-    wall = time.perf_counter() - start
-    returns: list[float] = [math.nan] * len(configs)
-    for i, out in enumerate(outs):
-        returns[i::packs] = out["returns"]
-    return {"wall": wall, "steps": sum(o["steps"] for o in outs), "updates": sum(o["updates"] for o in outs),
-            "returns": returns}
-
-
-def run_unpacked(configs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
+def run_sweep(configs: list[dict[str, Any]], steps: int, pack_trials: int | bool) -> dict[str, Any]:
+    """The members as one ``tune.run`` sweep of PPO trials, each stopped at ``steps`` env steps:
+    packed ``pack_trials`` to a process, or (False) one trial actor each."""
     from tuner import tune
     from tuner.search import BasicVariantGenerator
 
@@ -90,14 +59,17 @@ def run_unpacked(configs: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     space = {"lr": tune.loguniform(1e-4, 3e-3), "entropy_coeff": tune.choice([0.0, 0.01]),
              "clip_param": tune.choice([0.1, 0.2, 0.3]), "gamma": tune.choice([0.98, 0.99, 0.995]),
              "seed": tune.randint(0, len(configs))}  # the points fix every one of them
+    name = f"{'packed' if pack_trials else 'unpacked'}_{start}"
     analysis = tune.run("PPO", config={**SHARED, "num_workers": 0, "num_cpus_for_learner": 1, **space},
                         search_alg=BasicVariantGenerator(points_to_evaluate=configs), num_samples=0,
                         stop={"env_steps_total": steps}, metric="episode_return_mean", mode="max", verbose=0,
-                        tensorboard=False, storage_path=str(Path("/tmp") / "packing_benchmark"), name=f"unpacked_{start}",
-                        pack_trials=False)
+                        tensorboard=False, storage_path=str(Path("/tmp") / "packing_benchmark"), name=name,
+                        pack_trials=pack_trials)
     wall = time.perf_counter() - start
     by_seed = {t.config["seed"]: t.last_result for t in analysis.trials}
     results = [by_seed[c["seed"]] for c in configs]
+    learners = {r["learner"] for r in results}
+    assert learners == ({"packed"} if pack_trials else {"numpy"}), learners
     return {"wall": wall, "steps": sum(r["env_steps_total"] for r in results),
             "updates": sum(r["training_iteration"] for r in results) * UPDATES_PER_BATCH,
             "returns": [r["episode_return_mean"] for r in results]}
@@ -126,7 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     ray_init(2)
     runs: dict[str, dict[str, Any]] = {}
     for system in systems:
-        run = run_packed(configs, args.steps, args.packs) if system == "packed" else run_unpacked(configs, args.steps)
+        pack_trials = math.ceil(args.members / args.packs) if system == "packed" else False
+        run = run_sweep(configs, args.steps, pack_trials)
         runs[system] = run
         returns = [r for r in run["returns"] if not math.isnan(r)]
         print(f"  {system:8s} wall {run['wall']:6.1f} s  {run['steps'] / run['wall']:9,.0f} env steps/s  "

@@ -16,12 +16,14 @@ an unpacked PPO trial (and the other way round).
 from __future__ import annotations
 
 import os
+import socket
 from typing import Any, Hashable, Mapping
 
 import numpy as np
 
 from algorithms.core.agent import write_agent_file
-from algorithms.core.trainer import STATE_FILE
+from algorithms.core.resolved_trial import ResolvedTrial, same_config
+from algorithms.core.trainer import STATE_FILE, DistributedTrainer
 from algorithms.ppo.population import PER_MEMBER, SIGNATURE, WINDOW, PackedNetworks, PopulationPPO
 from tuner.trainable import pack as packs
 from tuner.trainable.trainable import Trainable
@@ -33,21 +35,21 @@ __all__ = ["PackedPPO", "member_config", "pack_signature"]
 _FREE = {"seed", "learner", "num_cpus_for_learner", "num_cpus_per_worker", "preprocessing", "model", "hidden_sizes"}
 
 
-def pack_signature(config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
-    """``(signature, how)`` for a PPO trial of ``config`` that can be a pack's member, else
-    ``(None, why not)`` (see ``Trainable.pack_signature``)."""
+def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+    """``(signature, how)`` for a trial of PPO (``trainer``) and ``config`` that can be a pack's
+    member, else ``(None, why not)`` (see ``Trainable.pack_signature``)."""
     import gymnasium as gym
 
-    from algorithms.ppo.trainer import PPO
-
-    prepared = PPO.prepare_trial(config)
-    c, default = prepared.config, PPO.resolve_config({"env": prepared.config["env"]})
+    prepared = trainer.prepare_trial(config)
+    c, default = prepared.config, trainer.resolve_config({"env": prepared.config["env"]})
+    model = c["model"]
+    if not isinstance(model, Mapping):
+        return None, "config key 'model' is a network of one's own: a packed member is the built-in MLP"
     for key in sorted(set(c) - set(SIGNATURE) - set(PER_MEMBER) - _FREE):
         if repr(c[key]) != repr(default.get(key)):
             return None, f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
-    model = c["model"]
     if model.get("activation") != "tanh" or model.get("shared_layers"):
-        return None, f"model {model!r}: a packed member is the built-in separate tanh MLP"
+        return None, f"config key 'model' is {dict(model)!r}: a packed member is the built-in separate tanh MLP"
     if c["learner"] == "torch":
         return None, "config key 'learner' is 'torch': a pack learns in numpy"
     obs, act = prepared.observation_space, prepared.action_space
@@ -76,18 +78,22 @@ class PackedPPO(Trainable):
     """A PPO trial as one member of its pack's ``PopulationPPO`` (see the module docstring)."""
 
     def setup(self, config: dict[str, Any]) -> None:
-        from algorithms.ppo.trainer import PPO
-
-        info = self.get_trial_info()
-        prepared = getattr(info, "prepared", None)
-        resolved = prepared.config if prepared is not None else PPO.resolve_config(config)
-        self._member = member_config(resolved)
+        self._member = member_config(self._resolved(config))
         if self._member["seed"] is None:
-            self._member["seed"] = int(np.random.SeedSequence().entropy % (2**31))
+            self._member["seed"] = int(np.random.default_rng().integers(2**31))
         self._pack = packs.current_pack()
         self._slot = packs.current_slot()
         self._population: PopulationPPO = self._pack.population(self._build)
         self._pack.join(self._slot, self._member)
+
+    def _resolved(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` as the driver resolved it for this trial (a member runs only in a sweep)."""
+        info = self.get_trial_info()
+        prepared = getattr(info, "prepared", None)
+        if not isinstance(prepared, ResolvedTrial) or not same_config(prepared.given, config):
+            raise RuntimeError("packed PPO: a member's config is resolved by the sweep's driver; run PPO itself "
+                               "outside a sweep")
+        return dict(prepared.config)
 
     def _build(self) -> PopulationPPO:
         # Every slot starts as this member's shape; a slot learns only once a member joins it.
@@ -97,7 +103,8 @@ class PackedPPO(Trainable):
         result = self._pack.step(self._slot)
         if "error" in result:
             raise FloatingPointError(f"packed PPO: {result['error']}")
-        result.update(learner="packed", pack_size=len(self._pack.members), num_workers=0,
+        result.update(learner="packed", pack_size=len(self._pack.members), pack_id=f"{socket.gethostname()}:{os.getpid()}",
+                      num_workers=0,
                       sampling_layout=f"in a pack of {self._pack.capacity}: {self._member['num_envs_per_worker']} envs")
         return result
 
@@ -110,14 +117,14 @@ class PackedPPO(Trainable):
         with atomic_file(os.path.join(checkpoint_dir, STATE_FILE)) as f:
             torch.save(state, f)
         write_agent_file(checkpoint_dir, "PPO", self.config)
-        self._pack.saved[os.path.abspath(checkpoint_dir)] = state  # a PBT exploit in this pack takes it from here
+        self._pack.remember(self._slot, os.path.abspath(checkpoint_dir), state)  # for a PBT exploit in this pack
 
     def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
         import torch
 
         if not isinstance(checkpoint, str):
             raise ValueError(f"packed PPO: expected a checkpoint directory, got {type(checkpoint).__name__}")
-        state = self._pack.saved.get(os.path.abspath(checkpoint))
+        state = self._pack.recall(os.path.abspath(checkpoint))
         if state is None:
             state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
         with self._pack.locked() as population:
@@ -125,9 +132,7 @@ class PackedPPO(Trainable):
         self._member["seed"] = int(state["counters"].get("seed", self._member["seed"]))
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
-        from algorithms.ppo.trainer import PPO
-
-        member = member_config(PPO.resolve_config(new_config))
+        member = member_config(self._resolved(new_config))  # the trial actor set the new config's info
         if any(repr(member[key]) != repr(self._member[key]) for key in SIGNATURE):
             return False  # another shape: rebuilt (a new member in this slot)
         member["seed"] = self._member["seed"] if member["seed"] is None else member["seed"]

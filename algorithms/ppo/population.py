@@ -82,7 +82,8 @@ class PackedNetworks:
 
     def __init__(self, sizes: list[int], seeds: Sequence[int]) -> None:
         P = len(seeds)
-        shapes = [((2, n_in, n_out), (2, 1, n_out)) for n_in, n_out in zip(sizes, sizes[1:])]
+        shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
+            ((2, n_in, n_out), (2, 1, n_out)) for n_in, n_out in zip(sizes, sizes[1:])]
         size = sum(int(np.prod(w)) + int(np.prod(b)) for w, b in shapes)
         self.sizes = sizes
         self.flat = np.zeros((P, size), dtype=F32)
@@ -369,13 +370,14 @@ class PopulationPPO:
         self._learning = np.zeros(self.P, dtype=bool)
         self._learning[chosen] = True
         batch = self.sample()
-        stats = self.learn(batch) if len(chosen) == self.P else self._learn_subset(batch, chosen)
+        with np.errstate(all="ignore"):  # a member that diverges is told below, by name
+            stats = self.learn(batch) if len(chosen) == self.P else self._learn_subset(batch, chosen)
         self.iteration += 1
         results = []
         for i, m in enumerate(chosen):
             returns = [r for r, _ in self.episodes[m]]
             lengths = [n for _, n in self.episodes[m]]
-            result = {
+            result: dict[str, Any] = {
                 "env_steps_total": int(self.env_steps[m]), "episodes_total": int(self.episodes_total[m]),
                 "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
                 "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,

@@ -104,7 +104,7 @@ class PPO(DistributedTrainer):
     def pack_signature(cls, config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
         from algorithms.ppo.packed import pack_signature
 
-        return pack_signature(config)
+        return pack_signature(cls, config)
 
     @classmethod
     def packed_trainable(cls) -> type[Trainable] | None:

@@ -55,6 +55,7 @@ def test_defaults_are_ray_tunes():
         (lambda: tune.TuneConfig(num_samples=0), "num_samples"),
         (lambda: tune.TuneConfig(time_budget_s=-1), "time_budget_s"),
         (lambda: tune.TuneConfig(reuse_actors="yes"), "reuse_actors"),
+        (lambda: tune.TuneConfig(pack_trials=0), "TuneConfig.pack_trials must be 'auto', False or an int >= 1"),
         (lambda: tune.TuneConfig(scheduler="asha"), "scheduler"),
         (lambda: tune.TuneConfig(trial_name_creator="name"), "trial_name_creator"),
         (lambda: tune.RunConfig(verbose=5), "verbose"),

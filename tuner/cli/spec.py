@@ -283,7 +283,7 @@ def validate(document: Any, *, default_name: str | None = None) -> SweepSpec:
     try:
         check_pack_trials(doc.get("pack_trials", "auto"))
     except ValueError as exc:
-        raise SpecError("pack_trials", str(exc).removeprefix("pack_trials must be ")) from None
+        raise SpecError("pack_trials", "expected " + str(exc).removeprefix("pack_trials must be ")) from None
     expect_bool(doc.get("tensorboard", True), "tensorboard")
     expect_str(doc.get("tensorboard_dir"), "tensorboard_dir", allow_none=True)
     storage_path = expect_str(doc.get("storage_path"), "storage_path", allow_none=True) or default_storage_path()

@@ -53,9 +53,7 @@ class Pack:
         self._members: set[int] = set()
         self._waiting: dict[int, float] = {}  # slot -> when it asked for its next iteration
         self._results: dict[int, dict[str, Any] | BaseException] = {}
-        #: States members saved, by checkpoint path: a PBT exploit inside the pack takes the
-        #: donor's slice from here instead of reading its checkpoint back.
-        self.saved: dict[str, Any] = {}
+        self._saved: dict[int, tuple[str, Any]] = {}  # slot -> its latest checkpoint's (path, state)
 
     def population(self, build: Callable[[], Any]) -> Any:
         """The pack's population, built by the first member to ask (``build``)."""
@@ -69,6 +67,17 @@ class Pack:
         """The population, to read or change one member's state between iterations."""
         with self._cond:
             yield self._population
+
+    def remember(self, slot: int, path: str, state: Any) -> None:
+        """Keep the state member ``slot`` saved at ``path`` (its latest only): a PBT exploit
+        inside the pack takes the donor's slice from here instead of reading its checkpoint back."""
+        with self._cond:
+            self._saved[slot] = (path, state)
+
+    def recall(self, path: str) -> Any:
+        """The state a member of this pack saved at ``path`` if it is one's latest, else None."""
+        with self._cond:
+            return next((state for saved, state in self._saved.values() if saved == path), None)
 
     def join(self, slot: int, config: Mapping[str, Any]) -> None:
         """Slot ``slot`` joins as a member of ``config``."""
@@ -84,6 +93,7 @@ class Pack:
         with self._cond:
             self._members.discard(slot)
             self._waiting.pop(slot, None)
+            self._saved.pop(slot, None)
             self._cond.notify_all()
 
     @property

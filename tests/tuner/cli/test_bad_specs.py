@@ -115,6 +115,8 @@ CASES = [
     ("resources", _with(BASE, "resources: {cpu: -1}\n"), [], "spec key 'resources'"),
     ("max-concurrent-type", _with(BASE, "max_concurrent_trials: 1.5\n"), [],
      "spec key 'max_concurrent_trials': expected an integer >= 1 or null, got 1.5 (number)"),
+    ("pack-trials-zero", _with(BASE, "pack_trials: 0\n"), [],
+     "spec key 'pack_trials': expected 'auto', False or an int >= 1 (the most trials per pack), got 0"),
     ("cpu-share-over-one", _with(BASE, "cpu_share: 2\n"), [],
      "spec key 'cpu_share': expected a number in (0, 1] (the share of the cluster's CPUs), got 2"),
     ("bad-name", _with(BASE, "name: a/b\n"), [], "spec key 'name': expected letters, digits"),

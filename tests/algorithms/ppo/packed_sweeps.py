@@ -1,0 +1,36 @@
+"""The packed PPO sweeps of tests/algorithms/ppo/test_packed.py, importable by the driver process
+that test kills: ``python -m tests.algorithms.ppo.packed_sweeps STORAGE [DATABASE_URL]`` runs the
+PBT sweep and holds it after its first exploit, until it is killed."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from schedulers import PopulationBasedTraining
+from tests.algorithms.trainer_rows import HoldAfterExploit
+from tuner import tune
+from tuner.callback import Callback
+
+#: A member's small task: 64 env steps an iteration, two epochs of two minibatches.
+SMALL = {"env": "CartPole-v1", "num_envs_per_worker": 4, "train_batch_size": 64, "minibatch_size": 32,
+         "num_epochs": 2, "hidden_sizes": [16]}
+PBT_INTERVAL, PBT_ITERATIONS = 2, 6
+
+
+def pbt_sweep(storage: str, database_url: str | None = None, resume: bool = False,
+              callbacks: list[Callback] | None = None) -> Any:
+    """Four members in one pack under synchronous PBT (the bottom half exploits the top half at
+    every perturbation point), checkpointed every iteration."""
+    scheduler = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=PBT_INTERVAL,
+                                        quantile_fraction=0.5, seed=0, synch=True,
+                                        hyperparam_mutations={"lr": [1e-4, 3e-4, 1e-3, 3e-3]})
+    return tune.run("PPO", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-4, 3e-4, 1e-3, 3e-3])},
+                    scheduler=scheduler, stop={"training_iteration": PBT_ITERATIONS}, checkpoint_freq=1,
+                    max_failures=2,  # an actor lost while Ray cleans up after the killed driver is retried
+                    metric="episode_return_mean", mode="max", storage_path=storage, database_url=database_url,
+                    name="pbt", verbose=0, resume=resume, callbacks=callbacks, pack_trials=4)
+
+
+if __name__ == "__main__":
+    pbt_sweep(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None, callbacks=[HoldAfterExploit(PBT_INTERVAL)])

@@ -1,0 +1,182 @@
+"""Packed PPO trials (``pack_trials``) end to end: each member is a trial of its own for the store,
+the schedulers and the searchers. ASHA stops members and their pack goes on; PBT exploits inside
+a pack; a driver killed after an exploit resumes every member from its own checkpoint, each
+iteration stored once (on SQLite and PostgreSQL); a member that diverges fails alone; a config
+that cannot pack runs unpacked and the sweep says why once; a member's checkpoint is a PPO
+agent's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from algorithms import load_agent
+from schedulers import ASHAScheduler
+from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, pbt_sweep
+from tests.conftest import ROOT
+from tuner import tune
+from tuner.search import BasicVariantGenerator, Repeater
+
+LRS = [1e-4, 2e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3]
+
+
+def _iterations_once_each(analysis) -> None:
+    df = analysis.results_df
+    assert not df.duplicated(["trial_id", "training_iteration"]).any()
+    for trial_id, frame in analysis.trial_dataframes.items():
+        assert list(frame["training_iteration"]) == list(range(1, len(frame) + 1)), trial_id
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_asha_stops_members_and_their_pack_goes_on(backend, ray_session, tmp_path, capsys, request):
+    # The metric is the member's own lr (cur_lr), so which members a rung cuts depends on their
+    # configs only: the engine's side of a cut is what is tested, not PPO's learning.
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    analysis = tune.run("PPO", config={**SMALL, "seed": 0, "lr": tune.grid_search(LRS)},
+                        scheduler=ASHAScheduler(time_attr="training_iteration", max_t=8, grace_period=2,
+                                                reduction_factor=2),
+                        metric="cur_lr", mode="max", stop={"training_iteration": 8}, checkpoint_at_end=True,
+                        storage_path=str(tmp_path), database_url=url, name="asha", verbose=1, pack_trials=8)
+    said = capsys.readouterr().out
+    assert said.count("pack_trials=8: trials of PPO run packed, up to 8 to a process") == 1
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * len(LRS)
+    _iterations_once_each(analysis)
+    last = {t.config["lr"]: t.last_result for t in analysis.trials}
+    assert all(r["learner"] == "packed" for r in last.values())
+    assert last[max(LRS)]["training_iteration"] == 8  # the best ran its budget
+    assert min(r["training_iteration"] for r in last.values()) < 8  # a rung cut members...
+    assert last[max(LRS)]["pack_size"] < len(LRS)  # ...and their pack went on without them
+    for trial in analysis.trials:  # one TensorBoard run per member
+        assert (tmp_path / "asha" / "tensorboard" / f"PPO_{trial.trial_id}").is_dir()
+    # a member's checkpoint is a PPO agent's: it loads and acts
+    best = analysis.get_best_checkpoint(analysis.get_best_trial())
+    agent = load_agent(best.path)
+    assert agent.env_steps_total == last[max(LRS)]["env_steps_total"]
+    assert agent.act(np.zeros(4, dtype=np.float32)) in (0, 1)
+
+
+def _exploits(url: str) -> int:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT COUNT(*) FROM exploits")).scalar_one()
+    except (sa.exc.OperationalError, sa.exc.ProgrammingError):  # the store is not made yet
+        return 0
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(backend, ray_session, tmp_path,
+                                                                               request):
+    """The PBT sweep's driver (it joins this session's Ray) is SIGKILLed once an exploit inside
+    its pack is on record; resumed here, every member finishes from its own last checkpoint, each
+    iteration's result stored once, those from before the kill unchanged."""
+    import ray
+
+    storage = str(tmp_path)
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+    with open(tmp_path / "driver.stderr", "w") as err:  # a file: a full pipe would block the driver
+        proc = subprocess.Popen([sys.executable, "-m", "tests.algorithms.ppo.packed_sweeps", storage,
+                                 *([url] if url else [])], cwd=ROOT, env=env, stderr=err)
+    store = url or f"sqlite:///{tmp_path / 'pbt' / 'tuner.db'}"
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None and _exploits(store) < 1:
+            time.sleep(0.05)
+        assert proc.poll() is None and _exploits(store), "no exploit: " + (tmp_path / "driver.stderr").read_text()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=120)
+    before = tune.load(tmp_path / "pbt", database_url=url) if url else tune.load(tmp_path / "pbt")
+    rows_before = {(r["trial_id"], r["training_iteration"]): r["env_steps_total"]
+                   for r in before.results_df.to_dict("records")}
+    before.close()
+
+    analysis = pbt_sweep(storage, url, resume=True)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
+    _iterations_once_each(analysis)
+    assert all(len(frame) == PBT_ITERATIONS for frame in analysis.trial_dataframes.values())
+    after = {(r["trial_id"], r["training_iteration"]): r["env_steps_total"] for r in analysis.results_df.to_dict("records")}
+    assert all(after[key] == value for key, value in rows_before.items())
+    assert analysis.exploits, "no member exploited another"
+    for trial in analysis.trials:  # each learns with its own (perturbed) lr, in a pack
+        assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
+        assert trial.last_result["learner"] == "packed"
+
+
+def test_repeaters_seeds_of_one_config_pack_together(ray_session, tmp_path):
+    searcher = Repeater(BasicVariantGenerator(), repeat=3, set_index=False)  # seed None: each its own
+    analysis = tune.run("PPO", config={**SMALL, "lr": tune.grid_search([1e-3, 3e-3])}, search_alg=searcher,
+                        stop={"training_iteration": 2}, storage_path=str(tmp_path), name="seeds", verbose=0,
+                        pack_trials=3)
+    packs: dict[float, set[str]] = {}
+    for trial in analysis.trials:
+        packs.setdefault(trial.config["lr"], set()).add(trial.last_result["pack_id"])
+    assert all(len(ids) == 1 for ids in packs.values()) and len(set.union(*packs.values())) == 2
+    curves = {tuple(frame["policy_loss"]) for frame in analysis.trial_dataframes.values()}
+    assert len(curves) == len(analysis.trials)  # six seeds, six different runs
+
+
+def test_a_member_that_diverges_fails_alone(ray_session, tmp_path):
+    analysis = tune.run("PPO", config={**SMALL, "seed": 0, "lr": tune.grid_search([1e-3, 1e30, 3e-3])},
+                        stop={"training_iteration": 4}, storage_path=str(tmp_path), name="nan", verbose=0,
+                        pack_trials=3, raise_on_failed_trial=False)
+    by_lr = {t.config["lr"]: t for t in analysis.trials}
+    assert by_lr[1e30].status == "ERROR" and "not finite" in by_lr[1e30].error
+    for lr in (1e-3, 3e-3):
+        assert by_lr[lr].status == "TERMINATED" and by_lr[lr].last_result["training_iteration"] == 4
+
+
+def _own_model(observation_space, action_space, model_config):
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(4, 2 + 1)
+
+        def forward(self, obs):
+            out = self.body(obs)
+            return out[:, :2], out[:, 2]
+
+    return Model()
+
+
+def test_a_config_that_cannot_pack_runs_unpacked_and_the_sweep_says_why_once(ray_session, tmp_path, capsys):
+    analysis = tune.run("PPO", config={**SMALL, "model": _own_model, "seed": tune.grid_search([0, 1, 2])},
+                        stop={"training_iteration": 1}, storage_path=str(tmp_path), name="own", verbose=1)
+    said = capsys.readouterr().out
+    assert said.count("pack_trials='auto': trials of PPO run one per process: model") == 1, said
+    assert all(t.last_result["learner"] == "torch" for t in analysis.trials)
+
+
+@pytest.mark.parametrize("value", ["yes", 0, -1, 2.5, True, None])
+def test_a_bad_pack_trials_is_one_error_and_nothing_is_stored(value, tmp_path):
+    with pytest.raises(ValueError, match=r"^pack_trials must be 'auto', False or an int >= 1"):
+        tune.run("PPO", config=SMALL, pack_trials=value, storage_path=str(tmp_path), name="bad", verbose=0)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_packing_forced_on_a_trainer_that_cannot_pack_is_one_error(tmp_path):
+    def train(config):
+        tune.report({"x": 1})
+
+    with pytest.raises(ValueError, match=r"^pack_trials=4: train does not pack trials"):
+        tune.run(train, pack_trials=4, storage_path=str(tmp_path), name="bad", verbose=0)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_packing_forced_on_a_config_that_cannot_pack_names_the_key(ray_session, tmp_path):
+    with pytest.raises(ValueError, match=r"^pack_trials=4: trials of PPO cannot be packed: config key 'num_workers'"):
+        tune.run("PPO", config={**SMALL, "num_workers": 1}, pack_trials=4, storage_path=str(tmp_path),
+                 name="bad", verbose=0)
+    assert not (tmp_path / "bad").exists()
