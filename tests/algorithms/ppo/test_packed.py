@@ -152,10 +152,12 @@ def _own_model(observation_space, action_space, model_config):
 
 
 def test_a_config_that_cannot_pack_runs_unpacked_and_the_sweep_says_why_once(ray_session, tmp_path, capsys):
-    analysis = tune.run("PPO", config={**SMALL, "model": _own_model, "seed": tune.grid_search([0, 1, 2])},
+    own = {key: value for key, value in SMALL.items() if key != "hidden_sizes"}
+    analysis = tune.run("PPO", config={**own, "model": _own_model, "seed": tune.grid_search([0, 1, 2])},
                         stop={"training_iteration": 1}, storage_path=str(tmp_path), name="own", verbose=1)
     said = capsys.readouterr().out
-    assert said.count("pack_trials='auto': trials of PPO run one per process: model") == 1, said
+    assert said.count("pack_trials='auto': trials of PPO run one per process: config key 'model' is a network of "
+                      "one's own") == 1, said
     assert all(t.last_result["learner"] == "torch" for t in analysis.trials)
 
 
