@@ -22,6 +22,7 @@ from schedulers import ASHAScheduler
 from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, pbt_sweep
 from tests.conftest import ROOT
 from tuner import tune
+from tuner.callback import Callback
 from tuner.search import BasicVariantGenerator, Repeater
 
 LRS = [1e-4, 2e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3]
@@ -124,6 +125,37 @@ def test_repeaters_seeds_of_one_config_pack_together(ray_session, tmp_path):
     assert all(len(ids) == 1 for ids in packs.values()) and len(set.union(*packs.values())) == 2
     curves = {tuple(frame["policy_loss"]) for frame in analysis.trial_dataframes.values()}
     assert len(curves) == len(analysis.trials)  # six seeds, six different runs
+
+
+def test_a_new_trial_takes_the_slot_a_finished_member_left(ray_session, tmp_path):
+    analysis = tune.run("PPO", config={**SMALL, "seed": tune.grid_search([0, 1, 2, 3])}, max_concurrent_trials=2,
+                        stop={"training_iteration": 2}, storage_path=str(tmp_path), name="slots", verbose=0,
+                        pack_trials=2)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
+    assert len({t.last_result["pack_id"] for t in analysis.trials}) == 1  # trials 2 and 3 in 0's and 1's slots
+
+
+class _KillPackOnce(Callback):
+    """SIGKILLs the pack's process at the first result of iteration 2."""
+
+    def __init__(self) -> None:
+        self.killed: str | None = None
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if self.killed is None and result["training_iteration"] == 2:
+            self.killed = result["pack_id"]
+            os.kill(int(self.killed.rsplit(":", 1)[1]), signal.SIGKILL)
+
+
+def test_a_killed_pack_restarts_every_member_from_its_own_checkpoint(ray_session, tmp_path):
+    killer = _KillPackOnce()
+    analysis = tune.run("PPO", config={**SMALL, "seed": tune.grid_search([0, 1, 2])}, stop={"training_iteration": 4},
+                        checkpoint_freq=1, max_failures=1, storage_path=str(tmp_path), name="killed", verbose=0,
+                        pack_trials=3, callbacks=[killer])
+    assert killer.killed is not None
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
+    _iterations_once_each(analysis)
+    assert all(t.num_failures == 1 and t.last_result["pack_id"] != killer.killed for t in analysis.trials)
 
 
 def test_a_member_that_diverges_fails_alone(ray_session, tmp_path):
