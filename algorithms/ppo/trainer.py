@@ -107,6 +107,12 @@ class PPO(DistributedTrainer):
         return pack_signature(cls, config)
 
     @classmethod
+    def pack_shape_keys(cls) -> tuple[str, ...]:
+        from algorithms.ppo.population import SIGNATURE
+
+        return (*SIGNATURE, "model", "activation")
+
+    @classmethod
     def packed_trainable(cls) -> type[Trainable] | None:
         from algorithms.ppo.packed import PackedPPO
 

@@ -43,6 +43,7 @@ class MemberPlacement(PlacementGroupFactory):
 class _Pack:
     actor: Any
     group: Any
+    pgf: PlacementGroupFactory  # what its group reserves
     free: list[int]
     held: set[int] = dataclasses.field(default_factory=set)
     dead: bool = False
@@ -50,7 +51,8 @@ class _Pack:
 
 @dataclasses.dataclass(eq=False)
 class MemberHandle:
-    """A member slot of a pack: what the slot pool holds as the slot's actor."""
+    """A member slot of a pack: what the slot pool holds as the slot's actor (its pack's group
+    is what the slots of that pack hold together)."""
 
     pack: _Pack
     slot: int
@@ -72,12 +74,16 @@ class PackingBackend:
         pack = next((p for p in packs if p.free and not p.dead), None)
         if pack is None:
             actor, group = self._inner.place_pack(pgf.pack, pgf.capacity)  # type: ignore[attr-defined]
-            pack = _Pack(actor, group, free=list(range(pgf.capacity)))
+            pack = _Pack(actor, group, pgf.pack, free=list(range(pgf.capacity)))
             packs.append(pack)
         slot = pack.free.pop(0)
         pack.held.add(slot)
         handle = MemberHandle(pack, slot)
         return handle, handle
+
+    def has_room(self, pgf: MemberPlacement) -> bool:
+        """Whether a member of ``pgf`` would join a pack there is (no new group reserved)."""
+        return any(p.free and not p.dead for p in self._packs.get(pgf.key(), []))
 
     def destroy(self, actor: Any, group: Any) -> None:
         if not isinstance(actor, MemberHandle):

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from tuner.execution.pack_backend import MemberPlacement
 from tuner.execution.resources import PlacementGroupFactory
 from tuner.pack_trials import check_pack_trials
+from tuner.search.space import Domain, is_grid_search
 from tuner.trainable.trainable import Trainable
 
 __all__ = ["AUTO_MAX", "PackPlan"]
@@ -35,9 +36,11 @@ class PackPlan:
 
     def __init__(self, trainable_cls: type[Trainable], pack_trials: Any, planned: int | None,
                  base: Callable[[dict[str, Any]], PlacementGroupFactory], cpus: Callable[[], float],
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], space: Mapping[str, Any] | None = None) -> None:
         check_pack_trials(pack_trials)
         self._cls = trainable_cls
+        # Searched keys that fix a pack's shape: "auto" expects no two trials to share a pack
+        self._varied = sorted(k for k in trainable_cls.pack_shape_keys() if _searched((space or {}).get(k)))
         self._pack_trials = pack_trials
         self._planned = planned
         self._base = base
@@ -56,6 +59,9 @@ class PackPlan:
         signature, how = self._cls.pack_signature(config)
         if signature is not None and len(pgf.bundles) > 1:
             signature, how = None, f"its trials need {len(pgf.bundles)} bundles (a pack is one process)"
+        if signature is not None and self._varied and not self.forced:
+            signature, how = None, (f"the search varies {', '.join(self._varied)}: keys that fix a pack's shape "
+                                    f"(pack_trials=N packs the trials that match)")
         if signature is None:
             if self.forced:
                 raise ValueError(f"pack_trials={self._pack_trials}: trials of {self._cls.__name__} cannot be packed: {how}")
@@ -82,3 +88,9 @@ class PackPlan:
             logger.info("%s", line)
             self._say(line)
 
+
+def _searched(value: Any) -> bool:
+    """Whether a param-space value is searched (a domain, a grid, or a dict holding one)."""
+    if isinstance(value, Domain) or is_grid_search(value):
+        return True
+    return isinstance(value, Mapping) and any(_searched(v) for v in value.values())

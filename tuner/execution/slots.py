@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from tuner.execution.backend import Backend, RayBackend
-from tuner.execution.pack_backend import PackingBackend
+from tuner.execution.pack_backend import MemberHandle, MemberPlacement, PackingBackend
 from tuner.execution.resources import PlacementGroupFactory, fits
 
 __all__ = ["Slot", "SlotPool"]
@@ -165,12 +165,12 @@ class SlotPool:
         self.read_cluster_resources()
         if not self._within_share(pgf):
             return None
-        if not fits(pgf.required(), self._available()):
+        if not fits(self._new_reservation(pgf), self._available()):
             if not self._idle:
                 return None
             while self._idle:  # give back groups of other shapes, then try again
                 self._destroy(self._idle.pop())
-            if not fits(pgf.required(), self._available()):
+            if not fits(self._new_reservation(pgf), self._available()):
                 return None
         actor, pg = self.backend.place(pgf)
         slot = Slot(actor=actor, pg=pg, pgf=pgf)
@@ -178,19 +178,33 @@ class SlotPool:
             self._peak_held[name] = max(self._peak_held.get(name, 0.0), amount)
         return slot
 
+    def _new_reservation(self, pgf: PlacementGroupFactory) -> dict[str, float]:
+        """What placing a slot of ``pgf`` reserves: its group's resources, or for a pack's member
+        nothing when it joins a pack there is, else the new pack's group (see ``pack_backend``)."""
+        if isinstance(pgf, MemberPlacement):
+            has_room = getattr(self.backend, "has_room", None)
+            return {} if has_room is not None and has_room(pgf) else pgf.pack.required()
+        return pgf.required()
+
     def _within_share(self, pgf: PlacementGroupFactory) -> bool:
         """Whether a new group of ``pgf`` keeps this sweep within its share of the cluster's CPUs
         (so that sweeps sharing a cluster all progress: see ``cpu_share``)."""
         if self.cpu_share is None or not (self.running or self._idle):
             return True
         budget = self.cpu_share * self._total.get("CPU", 0.0)
-        return self._held().get("CPU", 0.0) + pgf.required().get("CPU", 0.0) <= budget + 1e-9
+        return self._held().get("CPU", 0.0) + self._new_reservation(pgf).get("CPU", 0.0) <= budget + 1e-9
 
     def _held(self, extra: Slot | None = None) -> dict[str, float]:
         """The resources of the placement groups this sweep holds (and of ``extra``)."""
         held: dict[str, float] = {}
+        packs: set[int] = set()  # the members of a pack hold its group together: counted once
         for slot in list(self.running.values()) + self._idle + ([extra] if extra else []):
-            for name, amount in slot.pgf.required().items():
+            reserved = slot.pgf.required()
+            if isinstance(slot.actor, MemberHandle):
+                first = id(slot.actor.pack) not in packs
+                packs.add(id(slot.actor.pack))
+                reserved = slot.actor.pack.pgf.required() if first else {}
+            for name, amount in reserved.items():
                 held[name] = held.get(name, 0.0) + amount
             for bundle in slot.extension_bundles + [b for _, b in slot.retiring]:
                 for name, amount in bundle.items():

@@ -136,6 +136,11 @@ class Trainable:
         return None, f"{cls.__name__} does not pack trials"
 
     @classmethod
+    def pack_shape_keys(cls) -> tuple[str, ...]:
+        """The config keys that fix a pack's shape (members of a pack share their values)."""
+        return ()
+
+    @classmethod
     def packed_trainable(cls) -> type[Trainable] | None:
         """The trainable each member of a pack runs as (see ``tuner.trainable.pack``); None: none."""
         return None
