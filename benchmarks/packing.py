@@ -33,7 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.peers.common import positive, ray_init  # noqa: E402 - after the path is set
 
-SYSTEMS = ("packed", "unpacked")
+#: system -> (pack_trials: None for --packs' share, PPO's learner, the learner its results must name)
+SYSTEMS = {"packed": (None, "auto", "packed"), "unpacked": (False, "auto", "numpy"),
+           "unpacked-torch": (False, "torch", "torch")}
 SHARED = {"env": "CartPole-v1", "num_envs_per_worker": 8, "train_batch_size": 2048, "minibatch_size": 512,
           "num_epochs": 10, "hidden_sizes": [64, 64]}
 UPDATES_PER_BATCH = 10 * 4  # epochs x minibatches of a member's batch
@@ -49,9 +51,10 @@ def member_configs(members: int, seed: int) -> list[dict[str, Any]]:
              "gamma": float(rng.choice([0.98, 0.99, 0.995])), "seed": i} for i in range(members)]
 
 
-def run_sweep(configs: list[dict[str, Any]], steps: int, pack_trials: int | bool) -> dict[str, Any]:
+def run_sweep(configs: list[dict[str, Any]], steps: int, pack_trials: int | bool, learner: str,
+              expected: str) -> dict[str, Any]:
     """The members as one ``tune.run`` sweep of PPO trials, each stopped at ``steps`` env steps:
-    packed ``pack_trials`` to a process, or (False) one trial actor each."""
+    packed ``pack_trials`` to a process, or (False) one trial actor each with ``learner``."""
     from tuner import tune
     from tuner.search import BasicVariantGenerator
 
@@ -59,8 +62,9 @@ def run_sweep(configs: list[dict[str, Any]], steps: int, pack_trials: int | bool
     space = {"lr": tune.loguniform(1e-4, 3e-3), "entropy_coeff": tune.choice([0.0, 0.01]),
              "clip_param": tune.choice([0.1, 0.2, 0.3]), "gamma": tune.choice([0.98, 0.99, 0.995]),
              "seed": tune.randint(0, len(configs))}  # the points fix every one of them
-    name = f"{'packed' if pack_trials else 'unpacked'}_{start}"
-    analysis = tune.run("PPO", config={**SHARED, "num_workers": 0, "num_cpus_for_learner": 1, **space},
+    name = f"{expected}_{start}"
+    analysis = tune.run("PPO", config={**SHARED, "num_workers": 0, "num_cpus_for_learner": 1, "learner": learner,
+                                       **space},
                         search_alg=BasicVariantGenerator(points_to_evaluate=configs), num_samples=0,
                         stop={"env_steps_total": steps}, metric="episode_return_mean", mode="max", verbose=0,
                         tensorboard=False, storage_path=str(Path("/tmp") / "packing_benchmark"), name=name,
@@ -69,7 +73,7 @@ def run_sweep(configs: list[dict[str, Any]], steps: int, pack_trials: int | bool
     by_seed = {t.config["seed"]: t.last_result for t in analysis.trials}
     results = [by_seed[c["seed"]] for c in configs]
     learners = {r["learner"] for r in results}
-    assert learners == ({"packed"} if pack_trials else {"numpy"}), learners
+    assert learners == {expected}, learners
     return {"wall": wall, "steps": sum(r["env_steps_total"] for r in results),
             "updates": sum(r["training_iteration"] for r in results) * UPDATES_PER_BATCH,
             "returns": [r["episode_return_mean"] for r in results]}
@@ -98,18 +102,21 @@ def main(argv: list[str] | None = None) -> None:
     ray_init(2)
     runs: dict[str, dict[str, Any]] = {}
     for system in systems:
-        pack_trials = math.ceil(args.members / args.packs) if system == "packed" else False
-        run = run_sweep(configs, args.steps, pack_trials)
+        pack_trials, learner, expected = SYSTEMS[system]
+        share = math.ceil(args.members / args.packs) if pack_trials is None else pack_trials
+        run = run_sweep(configs, args.steps, share, learner, expected)
         runs[system] = run
         returns = [r for r in run["returns"] if not math.isnan(r)]
-        print(f"  {system:8s} wall {run['wall']:6.1f} s  {run['steps'] / run['wall']:9,.0f} env steps/s  "
+        print(f"  {system:14s} wall {run['wall']:6.1f} s  {run['steps'] / run['wall']:9,.0f} env steps/s  "
               f"{run['updates'] / run['wall']:7,.0f} updates/s  mean final return "
               f"{statistics.fmean(returns) if returns else math.nan:6.1f}", flush=True)
-    if len(runs) == 2:
-        packed, unpacked = runs["packed"], runs["unpacked"]
-        diffs = [a - b for a, b in zip(packed["returns"], unpacked["returns"])]
-        print(f"  unpacked / packed: {unpacked['wall'] / packed['wall']:.2f}x wall time; final return, packed minus "
-              f"unpacked, per member: mean {statistics.fmean(diffs):+.1f}, sd {statistics.pstdev(diffs):.1f}")
+    packed = runs.get("packed")
+    for name, other in runs.items():
+        if packed is None or other is packed:
+            continue
+        diffs = [a - b for a, b in zip(packed["returns"], other["returns"])]
+        print(f"  {name} / packed: {other['wall'] / packed['wall']:.2f}x wall time; final return, packed minus "
+              f"{name}, per member: mean {statistics.fmean(diffs):+.1f}, sd {statistics.pstdev(diffs):.1f}")
 
 
 if __name__ == "__main__":
