@@ -79,6 +79,8 @@ class PackedPPO(Trainable):
 
     def setup(self, config: dict[str, Any]) -> None:
         self._member = member_config(self._resolved(config))
+        # the env as the driver resolved it: a registered name's creator travels with the trial
+        self._env = self.get_trial_info().prepared.env  # type: ignore[union-attr]
         if self._member["seed"] is None:
             self._member["seed"] = int(np.random.default_rng().integers(2**31))
         self._pack = packs.current_pack()
@@ -97,7 +99,8 @@ class PackedPPO(Trainable):
 
     def _build(self) -> PopulationPPO:
         # Every slot starts as this member's shape; a slot learns only once a member joins it.
-        return PopulationPPO([{**self._member, "seed": self._member["seed"] + m} for m in range(self._pack.capacity)])
+        return PopulationPPO([{**self._member, "env": self._env, "seed": self._member["seed"] + m}
+                              for m in range(self._pack.capacity)])
 
     def step(self) -> dict[str, Any]:
         result = self._pack.step(self._slot)

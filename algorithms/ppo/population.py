@@ -4,8 +4,9 @@ P members, each a PPO agent with the built-in separate policy and value tanh MLP
 observation and Discrete actions, train at once, in numpy. Their layers are stacked on two leading
 axes, member and network (weights ``[P, 2, in, out]``: ``[:, 0]`` the policies, ``[:, 1]`` the
 values), so one layer of every member's two networks is one batched matmul, and member ``m``'s
-parameters are row ``m`` of one flat buffer ``[P, D]`` that Adam steps whole. Their envs are one
-vector env of ``P x num_envs_per_worker`` copies (member ``m`` owns the ``m``-th block). The
+parameters are row ``m`` of one flat buffer ``[P, D]`` that Adam steps whole. Each member's
+``num_envs_per_worker`` envs are a vector env of its own, reset from its seed (an env that raises
+fails its member alone), all acted on by one batched forward pass. The
 hyperparameters members may differ in (:data:`PER_MEMBER`: lr, gamma, lambda_, clip_param,
 vf_loss_coeff, entropy_coeff, max_grad_norm, seed) are arrays of P values; what fixes an array's
 shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the pack's own.
@@ -190,10 +191,12 @@ class PopulationPPO:
         first = self.members[0]
         self.P, self.N = len(self.members), int(first["num_envs_per_worker"])
         self.T = int(first["train_batch_size"]) // self.N
-        self.envs = make_vector_env(first["env"], first["env_config"], self.P * self.N)
-        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        # each member's envs are a vector env of their own: one that raises fails its member alone
+        self.envs = [make_vector_env(first["env"], first["env_config"], self.N) for _ in range(self.P)]
+        self.env_errors: dict[int, str] = {}  # member -> the traceback of its env's failure, until reported
+        obs_space, act_space = self.envs[0].single_observation_space, self.envs[0].single_action_space
         if not (isinstance(obs_space, gym.spaces.Box) and isinstance(act_space, gym.spaces.Discrete)):
-            self.envs.close()
+            self.stop()
             raise ValueError(f"pack_trials: packed PPO takes a Box observation and Discrete actions; env "
                              f"{first['env']!r} has {obs_space} and {act_space}")
         self.obs_dim, self.num_actions = int(np.prod(obs_space.shape)), int(act_space.n)
@@ -204,8 +207,7 @@ class PopulationPPO:
         self.exp_avg, self.exp_avg_sq = np.zeros_like(self.grad), np.zeros_like(self.grad)
         self.adam_steps = np.zeros((self.P, 1))
         self.rng = np.random.default_rng([seeds[0], self.P])
-        # one seed for the pack's vector env (a native one takes one): a member's episodes depend on its pack
-        self.obs = self._flat_obs(self.envs.reset(seed=seeds[0] * 10_000 + self.P)[0])
+        self.obs = self._flat_obs(np.concatenate([self._reset_envs(m) for m in range(self.P)]))
         self.resetting = np.zeros(self.P * self.N, dtype=bool)  # NEXT_STEP autoreset: this step resets the env
         self.running_return = np.zeros(self.P * self.N)
         self.running_length = np.zeros(self.P * self.N, dtype=np.int64)
@@ -221,6 +223,34 @@ class PopulationPPO:
     def hyper(self, key: str) -> np.ndarray:
         """The members' values of a :data:`PER_MEMBER` key, as a ``[P, 1]`` float32 column."""
         return np.array([[float(m[key])] for m in self.members], dtype=F32)
+
+    def _reset_envs(self, m: int) -> np.ndarray:
+        """Member ``m``'s envs reset from its seed (its episodes are its own, whatever its pack); their
+        first observations."""
+        return np.asarray(self.envs[m].reset(seed=int(self.members[m]["seed"]) * 10_000)[0])
+
+    def _step_envs(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every member's envs stepped with its ``actions`` ``[P, N]``: observations, rewards,
+        terminated and truncated, ``[P * N, ...]``. A member whose envs raise gets fresh ones (its
+        step reads as truncated everywhere) and the error, for its next result."""
+        parts: list[tuple[Any, ...]] = []
+        for m, envs in enumerate(self.envs):
+            try:
+                parts.append(envs.step(actions[m])[:4])
+            except Exception:  # noqa: BLE001 - any error of a user's env is its member's failure
+                import traceback
+
+                self.env_errors[m] = traceback.format_exc()
+                try:
+                    envs.close()
+                except Exception:  # noqa: BLE001 - broken already
+                    pass
+                self.envs[m] = make_vector_env(self.members[m]["env"], self.members[m]["env_config"], self.N)
+                self.counting[m * self.N:(m + 1) * self.N] = False
+                parts.append((self._reset_envs(m), np.zeros(self.N), np.zeros(self.N, dtype=bool),
+                              np.ones(self.N, dtype=bool)))
+        obs, rewards, terminated, truncated = (np.concatenate([np.asarray(p[i]) for p in parts]) for i in range(4))
+        return obs, rewards, terminated.astype(bool), truncated.astype(bool)
 
     def _flat_obs(self, obs: np.ndarray) -> np.ndarray:
         return np.asarray(obs, dtype=F32).reshape(self.P, self.N, self.obs_dim)
@@ -241,7 +271,7 @@ class PopulationPPO:
             out["actions"][t] = actions
             out["logp"][t] = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
             out["values"][t] = nets_out[:, 1, :, 0]
-            next_obs, rewards, terminated, truncated, _ = self.envs.step(actions.reshape(-1))
+            next_obs, rewards, terminated, truncated = self._step_envs(actions)
             valid = ~self.resetting
             done = (terminated | truncated) & valid
             self._count_episodes(rewards, valid, done)
@@ -396,7 +426,9 @@ class PopulationPPO:
                 "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,
                 "cur_lr": float(self.members[m]["lr"]), "members_learning": len(chosen),
                 **{k: float(v[i]) for k, v in stats.items()}}
-            if not (all(math.isfinite(float(v[i])) for v in stats.values()) and np.isfinite(self.nets.flat[m]).all()):
+            if m in self.env_errors:
+                result["error"] = f"member {m}'s env raised:\n{self.env_errors.pop(m)}"
+            elif not (all(math.isfinite(float(v[i])) for v in stats.values()) and np.isfinite(self.nets.flat[m]).all()):
                 result["error"] = (f"member {m}'s loss or parameters are not finite (lr {self.members[m]['lr']!r}): "
                                    f"{ {k: float(v[i]) for k, v in stats.items()} }")
             results.append(result)
@@ -426,7 +458,12 @@ class PopulationPPO:
         self.exp_avg[m], self.exp_avg_sq[m], self.adam_steps[m] = 0.0, 0.0, 0.0
         self.env_steps[m], self.episodes_total[m] = 0, 0
         self.episodes[m].clear()
-        self.counting[m * self.N:(m + 1) * self.N] = False
+        self.env_errors.pop(m, None)
+        # its envs start anew from its seed, as a trial's own would: their episodes are its own
+        envs = slice(m * self.N, (m + 1) * self.N)
+        self.obs[m] = self._reset_envs(m).reshape(self.N, self.obs_dim)
+        self.resetting[envs], self.running_return[envs], self.running_length[envs] = False, 0.0, 0
+        self.counting[envs] = True
 
     # -- one member: its checkpoint, an exploit inside the pack -------------------------------------------
     def member_state(self, m: int) -> dict[str, Any]:
@@ -458,11 +495,10 @@ class PopulationPPO:
                                        **{k: self.members[m][k] for k in SIGNATURE}}])[0]
 
     def restart_counts(self, m: int, env_steps: int, episodes_total: int, episodes: Sequence[tuple[float, int]]) -> None:
-        """Member ``m``'s env steps, episode count and window are these (a restore's); the episodes
-        its envs are in the middle of are not its own."""
+        """Member ``m``'s env steps, episode count and window are these (a restore's or an exploit's;
+        its envs go on with the episodes they are in, as a trial's own do)."""
         self.env_steps[m], self.episodes_total[m] = env_steps, episodes_total
         self.episodes[m] = deque(((float(r), int(n)) for r, n in episodes), maxlen=WINDOW)
-        self.counting[m * self.N:(m + 1) * self.N] = False
 
     def exploit(self, target: int, donor: int, config: Mapping[str, Any]) -> None:
         """PBT inside the pack: member ``target`` takes ``donor``'s network and optimiser state (a
@@ -473,4 +509,5 @@ class PopulationPPO:
         self.load_member_state(target, state, config)
 
     def stop(self) -> None:
-        self.envs.close()
+        for envs in getattr(self, "envs", []):
+            envs.close()

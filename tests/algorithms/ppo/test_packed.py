@@ -168,6 +168,36 @@ def test_a_member_that_diverges_fails_alone(ray_session, tmp_path):
         assert by_lr[lr].status == "TERMINATED" and by_lr[lr].last_result["training_iteration"] == 4
 
 
+def _crashes_for_seed_seven(config):
+    """CartPole whose envs crash at their 5th step when reset from member seed 7's seeds."""
+    import gymnasium as gym
+
+    class Crashes(gym.Wrapper):
+        def reset(self, *, seed=None, options=None):
+            if seed is not None:
+                self.bad = seed // 10_000 == 7
+            self.steps = 0
+            return self.env.reset(seed=seed, options=options)
+
+        def step(self, action):
+            self.steps += 1
+            if getattr(self, "bad", False) and self.steps == 5:
+                raise RuntimeError("the simulator crashed")
+            return self.env.step(action)
+
+    return Crashes(gym.make("CartPole-v1"))
+
+
+def test_a_member_whose_env_raises_fails_alone(ray_session, tmp_path):
+    analysis = tune.run("PPO", config={**SMALL, "env": _crashes_for_seed_seven, "seed": tune.grid_search([0, 7, 1])},
+                        stop={"training_iteration": 3}, storage_path=str(tmp_path), name="crash", verbose=0,
+                        pack_trials=3, raise_on_failed_trial=False)
+    by_seed = {t.config["seed"]: t for t in analysis.trials}
+    assert by_seed[7].status == "ERROR" and "the simulator crashed" in by_seed[7].error
+    for seed in (0, 1):
+        assert by_seed[seed].status == "TERMINATED" and by_seed[seed].last_result["training_iteration"] == 3
+
+
 def _own_model(observation_space, action_space, model_config):
     import torch
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -183,3 +184,37 @@ def test_an_exploit_inside_the_pack_copies_the_donors_slice_and_keeps_the_target
     results = pack.train()
     assert results[1]["cur_lr"] == 5e-4
     assert not np.array_equal(pack.nets.flat[1], pack.nets.flat[0])  # then each learns on its own
+
+
+class _RaisesForSeven(gym.Env):
+    """CartPole that raises at its 5th step when reset with a seed of member seed 7's envs."""
+
+    def __init__(self, config=None):
+        self.inner = gym.make("CartPole-v1")
+        self.observation_space, self.action_space = self.inner.observation_space, self.inner.action_space
+        self.bad, self.steps = False, 0
+
+    def reset(self, *, seed=None, options=None):
+        if seed is not None:
+            self.bad = seed // 10_000 == 7
+        self.steps = 0
+        return self.inner.reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.steps += 1
+        if self.bad and self.steps == 5:
+            raise RuntimeError("the simulator crashed")
+        return self.inner.step(action)
+
+
+def test_a_member_whose_env_raises_fails_alone_and_its_slot_gets_fresh_envs():
+    pack = PopulationPPO([{**SMALL, "env": _RaisesForSeven, "seed": seed} for seed in (0, 7, 1)])
+    try:
+        results = pack.train()
+        assert "error" not in results[0] and "error" not in results[2]
+        assert "member 1's env raised" in results[1]["error"] and "the simulator crashed" in results[1]["error"]
+        pack.join(1, {**SMALL, "seed": 3})  # a new trial in the slot: its envs and episodes its own
+        results = pack.train()
+        assert all("error" not in r for r in results) and pack.iteration == 2
+    finally:
+        pack.stop()
