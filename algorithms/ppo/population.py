@@ -5,8 +5,10 @@ observation and Discrete actions, train at once, in numpy. Their layers are stac
 axes, member and network (weights ``[P, 2, in, out]``: ``[:, 0]`` the policies, ``[:, 1]`` the
 values), so one layer of every member's two networks is one batched matmul, and member ``m``'s
 parameters are row ``m`` of one flat buffer ``[P, D]`` that Adam steps whole. Each member's
-``num_envs_per_worker`` envs are a vector env of its own, reset from its seed (an env that raises
-fails its member alone), all acted on by one batched forward pass. The
+``num_envs_per_worker`` envs of a user's env are a vector env of its own, reset from its seed (an
+env that raises fails its member alone); a natively vectorised gymnasium env (CartPole) is one
+vector env of ``P x num_envs_per_worker`` copies, member ``m`` the ``m``-th block. One batched
+forward pass acts for all. The
 hyperparameters members may differ in (:data:`PER_MEMBER`: lr, gamma, lambda_, clip_param,
 vf_loss_coeff, entropy_coeff, max_grad_norm, seed) are arrays of P values; what fixes an array's
 shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the pack's own.
@@ -31,6 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from algorithms.envs.registry import make_vector_env
+from algorithms.envs.vector_env import SerialVectorEnv
 
 #: Keys every member of a pack shares (they fix the arrays' shapes), with PPO's defaults.
 SIGNATURE: dict[str, Any] = {"env": None, "env_config": {}, "num_envs_per_worker": 8, "train_batch_size": 2048,
@@ -191,8 +194,16 @@ class PopulationPPO:
         first = self.members[0]
         self.P, self.N = len(self.members), int(first["num_envs_per_worker"])
         self.T = int(first["train_batch_size"]) // self.N
-        # each member's envs are a vector env of their own: one that raises fails its member alone
-        self.envs = [make_vector_env(first["env"], first["env_config"], self.N) for _ in range(self.P)]
+        # A user's env (stepped env by env anyway) is a vector env per member: one that raises fails
+        # its member alone. A natively vectorised gymnasium env is one for the whole pack: stepped in
+        # one call (per-member calls would take most of an iteration), reset and failing as one.
+        envs = make_vector_env(first["env"], first["env_config"], self.N)
+        self.per_member_envs = isinstance(envs, SerialVectorEnv)
+        if self.per_member_envs:
+            self.envs = [envs] + [make_vector_env(first["env"], first["env_config"], self.N) for _ in range(self.P - 1)]
+        else:
+            envs.close()
+            self.envs = [make_vector_env(first["env"], first["env_config"], self.P * self.N)]
         self.env_errors: dict[int, str] = {}  # member -> the traceback of its env's failure, until reported
         obs_space, act_space = self.envs[0].single_observation_space, self.envs[0].single_action_space
         if not (isinstance(obs_space, gym.spaces.Box) and isinstance(act_space, gym.spaces.Discrete)):
@@ -207,7 +218,10 @@ class PopulationPPO:
         self.exp_avg, self.exp_avg_sq = np.zeros_like(self.grad), np.zeros_like(self.grad)
         self.adam_steps = np.zeros((self.P, 1))
         self.rng = np.random.default_rng([seeds[0], self.P])
-        self.obs = self._flat_obs(np.concatenate([self._reset_envs(m) for m in range(self.P)]))
+        if self.per_member_envs:
+            self.obs = self._flat_obs(np.concatenate([self._reset_envs(m) for m in range(self.P)]))
+        else:  # one seed for the pack's envs: a member's episodes depend on its pack
+            self.obs = self._flat_obs(self.envs[0].reset(seed=seeds[0] * 10_000 + self.P)[0])
         self.resetting = np.zeros(self.P * self.N, dtype=bool)  # NEXT_STEP autoreset: this step resets the env
         self.running_return = np.zeros(self.P * self.N)
         self.running_length = np.zeros(self.P * self.N, dtype=np.int64)
@@ -231,8 +245,12 @@ class PopulationPPO:
 
     def _step_envs(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every member's envs stepped with its ``actions`` ``[P, N]``: observations, rewards,
-        terminated and truncated, ``[P * N, ...]``. A member whose envs raise gets fresh ones (its
-        step reads as truncated everywhere) and the error, for its next result."""
+        terminated and truncated, ``[P * N, ...]``. A member whose own envs raise gets fresh ones
+        (its step reads as truncated everywhere) and the error, for its next result; the pack's
+        shared vector env raises for all."""
+        if not self.per_member_envs:
+            obs, rewards, terminated, truncated, _ = self.envs[0].step(actions.reshape(-1))
+            return np.asarray(obs), np.asarray(rewards), np.asarray(terminated, bool), np.asarray(truncated, bool)
         parts: list[tuple[Any, ...]] = []
         for m, envs in enumerate(self.envs):
             try:
@@ -459,11 +477,11 @@ class PopulationPPO:
         self.env_steps[m], self.episodes_total[m] = 0, 0
         self.episodes[m].clear()
         self.env_errors.pop(m, None)
-        # its envs start anew from its seed, as a trial's own would: their episodes are its own
         envs = slice(m * self.N, (m + 1) * self.N)
-        self.obs[m] = self._reset_envs(m).reshape(self.N, self.obs_dim)
-        self.resetting[envs], self.running_return[envs], self.running_length[envs] = False, 0.0, 0
-        self.counting[envs] = True
+        if self.per_member_envs:  # its envs start anew from its seed, as a trial's own would
+            self.obs[m] = self._reset_envs(m).reshape(self.N, self.obs_dim)
+            self.resetting[envs], self.running_return[envs], self.running_length[envs] = False, 0.0, 0
+        self.counting[envs] = self.per_member_envs  # else its envs' running episodes are not its own
 
     # -- one member: its checkpoint, an exploit inside the pack -------------------------------------------
     def member_state(self, m: int) -> dict[str, Any]:
