@@ -223,6 +223,16 @@ def test_a_config_that_cannot_pack_runs_unpacked_and_the_sweep_says_why_once(ray
     assert all(t.last_result["learner"] == "torch" for t in analysis.trials)
 
 
+def test_a_tuner_packs_with_its_tune_config(ray_session, tmp_path):
+    tuner = tune.Tuner("PPO", param_space={**SMALL, "seed": tune.grid_search([0, 1])},
+                       tune_config=tune.TuneConfig(pack_trials=2),
+                       run_config=tune.RunConfig(stop={"training_iteration": 1}, storage_path=str(tmp_path), name="tuner",
+                                                 verbose=0))
+    results = tuner.fit()
+    assert [r.metrics["learner"] for r in results] == ["packed", "packed"]
+    assert len({r.metrics["pack_id"] for r in results}) == 1
+
+
 @pytest.mark.parametrize("value", ["yes", 0, -1, 2.5, True, None])
 def test_a_bad_pack_trials_is_one_error_and_nothing_is_stored(value, tmp_path):
     with pytest.raises(ValueError, match=r"^pack_trials must be 'auto', False or an int >= 1"):
