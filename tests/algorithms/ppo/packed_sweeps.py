@@ -5,10 +5,10 @@ PBT sweep and holds it after its first exploit, until it is killed."""
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from schedulers import PopulationBasedTraining
-from tests.algorithms.trainer_rows import HoldAfterExploit
 from tuner import tune
 from tuner.callback import Callback
 
@@ -16,6 +16,34 @@ from tuner.callback import Callback
 SMALL = {"env": "CartPole-v1", "num_envs_per_worker": 4, "train_batch_size": 64, "minibatch_size": 32,
          "num_epochs": 2, "hidden_sizes": [16]}
 PBT_INTERVAL, PBT_ITERATIONS = 2, 6
+
+
+def exploits_on_record(url: str) -> int:
+    """How many exploits the sweep's store at ``url`` holds (0 before its tables are made)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT COUNT(*) FROM exploits")).scalar_one())
+    except (sa.exc.OperationalError, sa.exc.ProgrammingError):  # the store is not made yet
+        return 0
+    finally:
+        engine.dispose()
+
+
+class HoldOnceExploited(Callback):
+    """Holds the driver at the first result after an exploit is on record in the store at ``url``:
+    in a pack, a member that went on alone can report past the perturbation point before the
+    members PBT paused are restarted with their exploits, so a hold at an iteration could land
+    before any exploit is recorded."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def on_trial_result(self, iteration: int, trials: Any, trial: Any, result: dict[str, Any], **info: Any) -> None:
+        if exploits_on_record(self.url):
+            threading.Event().wait()  # until the test kills this process
 
 
 def pbt_sweep(storage: str, database_url: str | None = None, resume: bool = False,
@@ -33,4 +61,5 @@ def pbt_sweep(storage: str, database_url: str | None = None, resume: bool = Fals
 
 
 if __name__ == "__main__":
-    pbt_sweep(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None, callbacks=[HoldAfterExploit(PBT_INTERVAL)])
+    storage, url = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+    pbt_sweep(storage, url, callbacks=[HoldOnceExploited(url or f"sqlite:///{storage}/pbt/tuner.db")])

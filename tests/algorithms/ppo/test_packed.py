@@ -15,11 +15,10 @@ import time
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 
 from algorithms import load_agent
 from schedulers import ASHAScheduler
-from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, pbt_sweep
+from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
 from tests.conftest import ROOT
 from tuner import tune
 from tuner.callback import Callback
@@ -63,17 +62,6 @@ def test_asha_stops_members_and_their_pack_goes_on(backend, ray_session, tmp_pat
     assert agent.act(np.zeros(4, dtype=np.float32)) in (0, 1)
 
 
-def _exploits(url: str) -> int:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return conn.execute(sa.text("SELECT COUNT(*) FROM exploits")).scalar_one()
-    except (sa.exc.OperationalError, sa.exc.ProgrammingError):  # the store is not made yet
-        return 0
-    finally:
-        engine.dispose()
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(backend, ray_session, tmp_path,
                                                                                request):
@@ -91,9 +79,9 @@ def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(ba
     store = url or f"sqlite:///{tmp_path / 'pbt' / 'tuner.db'}"
     deadline = time.time() + 240
     try:
-        while time.time() < deadline and proc.poll() is None and _exploits(store) < 1:
+        while time.time() < deadline and proc.poll() is None and exploits_on_record(store) < 1:
             time.sleep(0.05)
-        assert proc.poll() is None and _exploits(store), "no exploit: " + (tmp_path / "driver.stderr").read_text()
+        assert proc.poll() is None and exploits_on_record(store), "no exploit: " + (tmp_path / "driver.stderr").read_text()
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=120)
