@@ -45,7 +45,9 @@ def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any])
     model = c["model"]
     if not isinstance(model, Mapping):
         return None, "config key 'model' is a network of one's own: a packed member is the built-in MLP"
-    for key in sorted(set(c) - set(SIGNATURE) - set(PER_MEMBER) - _FREE):
+    if c["num_workers"] != 0:  # said first: what "auto" set with it follows from it
+        return None, f"config key 'num_workers' is {c['num_workers']!r}: a packed member samples in its pack's process (0)"
+    for key in sorted(k for k in set(c) - set(SIGNATURE) - set(PER_MEMBER) - _FREE if not k.startswith("_")):
         if repr(c[key]) != repr(default.get(key)):
             return None, f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
     if model.get("activation") != "tanh" or model.get("shared_layers"):

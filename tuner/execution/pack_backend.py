@@ -105,7 +105,8 @@ class PackingBackend:
         if not isinstance(actor, MemberHandle):
             return self._inner.call(actor, method, *args, **kwargs)
         handle = self._inner.call(actor.pack.actor, "call", actor.slot, next(actor.numbers), method, args, kwargs)
-        self._member_calls[handle] = actor.pack
+        if method != "stop":  # a stop's answer is never read (see SlotPool.release): nothing to look up
+            self._member_calls[handle] = actor.pack
         return handle
 
     def get(self, handle: Any) -> Any:
