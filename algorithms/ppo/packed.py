@@ -1,10 +1,10 @@
 """PPO trials as members of a pack: the trial side of ``PopulationPPO`` (``tune.run``'s ``pack_trials``).
 
-:func:`pack_signature` says whether a PPO config can be a member (the built-in separate tanh MLP on
-a flat Box observation with Discrete actions, sampling in the learner's process, and nothing set
-that the population learner does not do) and which configs share a pack: those of equal
-signature (:data:`~algorithms.ppo.population.SIGNATURE`: env, network, envs, batch, minibatch,
-epochs). :class:`PackedPPO` is the trainable each member runs in its pack's actor (see
+:func:`pack_signature` says whether a PPO config can be a member (on a flat Box observation with
+Discrete actions, sampling in the learner's process, nothing set that the population learner does
+not do, and a network that stacks: the built-in separate tanh MLP, or a user's module that runs
+under ``torch.func.vmap``) and which configs share a pack: those of equal signature
+(:data:`~algorithms.ppo.population.SIGNATURE`: env, network, envs, batch, minibatch, epochs). :class:`PackedPPO` is the trainable each member runs in its pack's actor (see
 ``tuner.trainable.pack``): it joins the pack's population in a slot, and its step, checkpoint,
 restore and config changes are that slot's.
 
@@ -24,7 +24,7 @@ import numpy as np
 from algorithms.core.agent import write_agent_file
 from algorithms.core.resolved_trial import ResolvedTrial, same_config
 from algorithms.core.trainer import STATE_FILE, DistributedTrainer
-from algorithms.ppo.population import PER_MEMBER, SIGNATURE, WINDOW, PackedNetworks, PopulationPPO
+from algorithms.ppo.population import PER_MEMBER, SIGNATURE, WINDOW, PopulationPPO, shape_value
 from tuner.trainable import pack as packs
 from tuner.trainable.trainable import Trainable
 from tuner.trainable.checkpoint import atomic_file
@@ -32,7 +32,8 @@ from tuner.trainable.checkpoint import atomic_file
 __all__ = ["PackedPPO", "member_config", "pack_signature"]
 
 #: Keys a member may set to anything (its resources; which of PPO's learners it would use alone).
-_FREE = {"seed", "learner", "num_cpus_for_learner", "num_cpus_per_worker", "preprocessing", "model", "hidden_sizes"}
+_FREE = {"seed", "learner", "num_cpus_for_learner", "num_cpus_per_worker", "preprocessing", "model", "hidden_sizes",
+         "activation"}
 
 
 def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
@@ -43,33 +44,44 @@ def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any])
     prepared = trainer.prepare_trial(config)
     c, default = prepared.config, trainer.resolve_config({"env": prepared.config["env"]})
     model = c["model"]
-    if not isinstance(model, Mapping):
-        return None, "config key 'model' is a network of one's own: a packed member is the built-in MLP"
+    if not (isinstance(model, Mapping) or callable(model)):
+        return None, f"config key 'model' is {model!r}: a packed member is the built-in MLP or a module factory"
     if c["num_workers"] != 0:  # said first: what "auto" set with it follows from it
         return None, f"config key 'num_workers' is {c['num_workers']!r}: a packed member samples in its pack's process (0)"
     for key in sorted(k for k in set(c) - set(SIGNATURE) - set(PER_MEMBER) - _FREE if not k.startswith("_")):
         if repr(c[key]) != repr(default.get(key)):
             return None, f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
-    if model.get("activation") != "tanh" or model.get("shared_layers"):
-        return None, f"config key 'model' is {dict(model)!r}: a packed member is the built-in separate tanh MLP"
-    if c["learner"] == "torch":
-        return None, "config key 'learner' is 'torch': a pack learns in numpy"
     obs, act = prepared.observation_space, prepared.action_space
     if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete)):
         return None, f"its env has {obs} and {act}: a packed member takes a flat Box observation and Discrete actions"
     if c["train_batch_size"] % c["num_envs_per_worker"]:
         return None, (f"train_batch_size ({c['train_batch_size']}) is not a multiple of num_envs_per_worker "
                       f"({c['num_envs_per_worker']})")
+    if callable(model):
+        from algorithms.ppo.population_module import stack_check
+
+        why_not = stack_check(model, c["model_config"], obs, act, shape_value(model))
+        if why_not is not None:
+            return None, f"config key 'model' is {getattr(model, '__qualname__', model)}: {why_not}"
+        network = f"{getattr(model, '__qualname__', model)}'s module a member, stacked with torch.func"
+    else:
+        if model.get("activation") != "tanh" or model.get("shared_layers"):
+            return None, f"config key 'model' is {dict(model)!r}: a packed member is the built-in separate tanh MLP"
+        if c["learner"] == "torch":
+            return None, "config key 'learner' is 'torch': a pack of the built-in MLP learns in numpy"
+        network = f"a {list(model['hidden_sizes'])} MLP a member, one numpy learner"
     member = member_config(c)
-    signature = tuple(repr(member[key]) for key in SIGNATURE)
-    return signature, (f"PPO on {c['env']!r}, {member['num_envs_per_worker']} envs and a {member['hidden_sizes']} "
-                       f"MLP a member, one population learner a pack")
+    signature = tuple(shape_value(member[key]) for key in SIGNATURE)
+    return signature, f"PPO on {c['env']!r}, {member['num_envs_per_worker']} envs and {network} a pack"
 
 
 def member_config(c: Mapping[str, Any]) -> dict[str, Any]:
     """A resolved PPO config as a ``PopulationPPO`` member's (``seed`` None stays None)."""
-    member = {key: c[key] for key in SIGNATURE if key != "hidden_sizes"}
-    member["hidden_sizes"] = list(c["model"]["hidden_sizes"])
+    member = {key: c[key] for key in SIGNATURE if key not in ("hidden_sizes", "model", "model_config")}
+    if callable(c["model"]):
+        member.update(model=c["model"], model_config=dict(c["model_config"]), hidden_sizes=SIGNATURE["hidden_sizes"])
+    else:
+        member.update(model=None, model_config={}, hidden_sizes=list(c["model"]["hidden_sizes"]))
     member.update({key: c[key] for key in PER_MEMBER})
     if member["max_grad_norm"] is None:  # off
         member["max_grad_norm"] = float("inf")
@@ -138,7 +150,7 @@ class PackedPPO(Trainable):
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         member = member_config(self._resolved(new_config))  # the trial actor set the new config's info
-        if any(repr(member[key]) != repr(self._member[key]) for key in SIGNATURE):
+        if any(shape_value(member[key]) != shape_value(self._member[key]) for key in SIGNATURE):
             return False  # another shape: rebuilt (a new member in this slot)
         member["seed"] = self._member["seed"] if member["seed"] is None else member["seed"]
         with self._pack.locked() as population:
@@ -156,16 +168,18 @@ def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:
 
     nets = population.nets
     policy: dict[str, torch.Tensor] = {}
-    moments = [PackedNetworks.views(buffer, nets.shapes) for buffer in (population.exp_avg, population.exp_avg_sq)]
     adam: dict[int, dict[str, torch.Tensor]] = {}
     steps = float(population.adam_steps[m, 0])
-    names = [("weights", k) for k in range(len(nets.weights))] + [("biases", k) for k in range(len(nets.biases))]
-    for i, (kind, k) in enumerate(names):
-        which = 0 if kind == "weights" else 1
-        policy[f"{kind}.{k}"] = torch.from_numpy((nets.weights if which == 0 else nets.biases)[k][m].copy())
+
+    def part(buffer: np.ndarray, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.from_numpy(buffer[m, offset:offset + int(np.prod(shape))].reshape(shape).copy())
+
+    for i, (name, offset, shape) in enumerate(nets.named_slices()):
+        policy[name] = part(nets.flat, offset, shape)
         if steps:
-            adam[i] = {"step": torch.tensor(steps), "exp_avg": torch.from_numpy(moments[0][which][k][m].copy()),
-                       "exp_avg_sq": torch.from_numpy(moments[1][which][k][m].copy())}
+            adam[i] = {"step": torch.tensor(steps), "exp_avg": part(population.exp_avg, offset, shape),
+                       "exp_avg_sq": part(population.exp_avg_sq, offset, shape)}
+    policy.update(nets.buffers(m))
     episodes = list(population.episodes[m])
     return {
         "format": 1, "algorithm": "PPO", "policy": policy,
@@ -182,21 +196,19 @@ def load_ppo_state(population: PopulationPPO, m: int, state: Mapping[str, Any]) 
     of the same network); a network of another shape is a ValueError naming ``pack_trials``."""
     nets = population.nets
     policy = state["policy"]
-    moments = [PackedNetworks.views(buffer, nets.shapes) for buffer in (population.exp_avg, population.exp_avg_sq)]
     adam = (state.get("learner") or {}).get("optimizer") or {}
     per_param = adam.get("state", {}) if adam.get("name") == "adam" else {}
-    names = [("weights", k) for k in range(len(nets.weights))] + [("biases", k) for k in range(len(nets.biases))]
-    for i, (kind, k) in enumerate(names):
-        which = 0 if kind == "weights" else 1
-        target = (nets.weights if which == 0 else nets.biases)[k][m]
-        value = policy.get(f"{kind}.{k}")
-        if value is None or tuple(value.shape) != target.shape:
+    for i, (name, offset, shape) in enumerate(nets.named_slices()):
+        value = policy.get(name)
+        if value is None or tuple(value.shape) != shape:
             raise ValueError(f"pack_trials: the checkpoint's network does not fit this pack's members "
-                             f"({kind}.{k}: {None if value is None else tuple(value.shape)} against {target.shape})")
-        target[...] = value.numpy()
+                             f"({name}: {None if value is None else tuple(value.shape)} against {shape})")
+        row = slice(offset, offset + int(np.prod(shape)))
+        nets.flat[m, row] = value.reshape(-1).numpy()
         entry = per_param.get(i)
-        moments[0][which][k][m] = 0.0 if entry is None else entry["exp_avg"].numpy()
-        moments[1][which][k][m] = 0.0 if entry is None else entry["exp_avg_sq"].numpy()
+        population.exp_avg[m, row] = 0.0 if entry is None else entry["exp_avg"].reshape(-1).numpy()
+        population.exp_avg_sq[m, row] = 0.0 if entry is None else entry["exp_avg_sq"].reshape(-1).numpy()
+    nets.load_buffers(m, policy)
     first = per_param.get(0)
     population.adam_steps[m, 0] = 0.0 if first is None else float(first["step"])
     window = state["episode_window"]

@@ -1,14 +1,14 @@
 """PPO for a population of members in one process: the learner of packed trials (issue 48).
 
-P members, each a PPO agent with the built-in separate policy and value tanh MLPs on a flat Box
-observation and Discrete actions, train at once, in numpy. Their layers are stacked on two leading
-axes, member and network (weights ``[P, 2, in, out]``: ``[:, 0]`` the policies, ``[:, 1]`` the
-values), so one layer of every member's two networks is one batched matmul, and member ``m``'s
-parameters are row ``m`` of one flat buffer ``[P, D]`` that Adam steps whole. Each member's
-``num_envs_per_worker`` envs of a user's env are a vector env of its own, reset from its seed (an
-env that raises fails its member alone); a natively vectorised gymnasium env (CartPole) is one
-vector env of ``P x num_envs_per_worker`` copies, member ``m`` the ``m``-th block. One batched
-forward pass acts for all. The
+P members, each a PPO agent on a flat Box observation and Discrete actions, train at once. Their
+networks are one stacked population (:class:`PopulationNetworks`): the built-in separate policy and
+value tanh MLPs in numpy, every layer of every member one batched matmul and the gradient by hand
+(``population_mlp.py``), or a user's torch module of the model contract stacked with
+``torch.func`` (``population_module.py``); member ``m``'s parameters are row ``m`` of one flat
+buffer ``[P, D]`` that Adam steps whole. Each member's ``num_envs_per_worker`` envs of a user's
+env are a vector env of its own, reset from its seed (an env that raises fails its member alone);
+a natively vectorised gymnasium env (CartPole) is one vector env of ``P x num_envs_per_worker``
+copies, member ``m`` the ``m``-th block. One batched forward pass acts for all. The
 hyperparameters members may differ in (:data:`PER_MEMBER`: lr, gamma, lambda_, clip_param,
 vf_loss_coeff, entropy_coeff, max_grad_norm, seed) are arrays of P values; what fixes an array's
 shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the pack's own.
@@ -16,8 +16,7 @@ shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the p
 Members never mix: a member's loss reads its own rows only, its gradient is clipped by its own
 norm, its Adam moments and step count are its own, so each learns as it would alone
 (``tests/algorithms/ppo/test_population.py`` checks an update against ``torch.optim.Adam`` on each
-member by itself). The loss and its gradient are PPO's numpy learner's (``fast/numpy_learner.py``
-has the derivation) with a member axis in front and reset rows weighing nothing.
+member by itself). The loss is PPO's with a member axis in front and reset rows weighing nothing.
 
     pack = PopulationPPO([{"env": "CartPole-v1", "lr": lr, "seed": 0} for lr in (1e-3, 3e-3)])
     results = pack.train()          # one result per member, as a PPO trial reports it
@@ -27,23 +26,67 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import gymnasium as gym
 import numpy as np
 
 from algorithms.envs.registry import make_vector_env
 from algorithms.envs.vector_env import SerialVectorEnv
+from algorithms.ppo.population_mlp import F32, PackedNetworks, keep_freed_memory, log_softmax
 
 #: Keys every member of a pack shares (they fix the arrays' shapes), with PPO's defaults.
 SIGNATURE: dict[str, Any] = {"env": None, "env_config": {}, "num_envs_per_worker": 8, "train_batch_size": 2048,
-                             "minibatch_size": 512, "num_epochs": 10, "hidden_sizes": [64, 64]}
+                             "minibatch_size": 512, "num_epochs": 10, "hidden_sizes": [64, 64], "model": None,
+                             "model_config": {}}
 #: Keys each member has its own value of, with PPO's defaults.
 PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5,
                               "entropy_coeff": 0.0, "max_grad_norm": 0.5, "seed": 0}
+
 WINDOW = 100  # episodes in episode_return_mean, as every trainer's
 BETAS, EPS = (0.9, 0.999), 1e-5  # Adam's, as PPO's default optimizer_config
-F32 = np.float32
+
+
+class PopulationNetworks(Protocol):
+    """Every member's network, its parameters row ``m`` of :attr:`flat` ``[P, D]`` (float32):
+    ``population_mlp.PackedNetworks`` (the built-in MLP, numpy) or
+    ``population_module.StackedModules`` (a user's torch module, stacked)."""
+
+    flat: np.ndarray
+
+    def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logits ``[P, B, A]`` and values ``[P, B]`` for observations ``[P, B, obs_dim]``."""
+
+    def loss_gradient(self, mb: Mapping[str, np.ndarray], adv: np.ndarray, weight: np.ndarray,
+                      coeffs: Mapping[str, np.ndarray], grad: np.ndarray) -> dict[str, np.ndarray]:
+        """Each member's PPO loss on its minibatch, its gradient written into ``grad``."""
+
+    def initialise(self, m: int, seed: int) -> None:
+        """Member ``m``'s network drawn anew from ``seed``."""
+
+    def rows(self, members: Sequence[int]) -> PopulationNetworks:
+        """The networks of ``members`` (copies), as a population of their own."""
+
+    def put_rows(self, members: Sequence[int], sub: Any) -> None:
+        """``sub`` (of :meth:`rows` of ``members``) back into this population."""
+
+    def named_slices(self) -> list[tuple[str, int, tuple[int, ...]]]:
+        """(name, offset, shape) of each parameter in a row, in a PPO checkpoint's order."""
+
+    def buffers(self, m: int) -> dict[str, Any]:
+        """Member ``m``'s tensors that are not learnt, by state_dict name."""
+
+    def load_buffers(self, m: int, state: Mapping[str, Any]) -> None:
+        """Member ``m``'s tensors that are not learnt, from a checkpoint's policy."""
+
+
+def shape_value(value: Any) -> str:
+    """A signature key's value as members compare it: a callable (a user's model factory) by its
+    definition, since each member's copy arrives by pickle as an object of its own; else its repr."""
+    code = getattr(value, "__code__", None)
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '')}.{value.__qualname__}:{code.co_firstlineno if code else ''}"
+    return repr(value)
 
 
 def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -62,7 +105,7 @@ def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             c["lambda_"] = c.pop("lambda")
         members.append(c)
     for key in SIGNATURE:
-        values = {repr(m[key]) for m in members}
+        values = {shape_value(m[key]) for m in members}
         if len(values) > 1:
             raise ValueError(f"pack_trials: members of a pack share {key!r} (it fixes the arrays' shapes); "
                              f"got {sorted(values)}")
@@ -73,116 +116,6 @@ def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         raise ValueError(f"pack_trials: train_batch_size ({first['train_batch_size']}) must be a multiple of "
                          f"num_envs_per_worker ({first['num_envs_per_worker']})")
     return members
-
-
-class PackedNetworks:
-    """Every member's policy and value MLP: layer ``k`` as ``weights[k]`` ``[P, 2, in, out]`` and
-    ``biases[k]`` ``[P, 2, 1, out]``, views of :attr:`flat` ``[P, D]``. The value network's output
-    layer is as wide as the policy's; only its column 0 is used (the others stay 0).
-
-    A member's layers are initialised as the trainers' built-in ones (orthogonal, gain sqrt 2;
-    the policy's output 0.01, the value's 1; biases 0) from the member's own seed.
-    """
-
-    def __init__(self, sizes: list[int], seeds: Sequence[int]) -> None:
-        P = len(seeds)
-        shapes: list[tuple[tuple[int, ...], tuple[int, ...]]] = [
-            ((2, n_in, n_out), (2, 1, n_out)) for n_in, n_out in zip(sizes, sizes[1:])]
-        size = sum(int(np.prod(w)) + int(np.prod(b)) for w, b in shapes)
-        self.sizes = sizes
-        self.flat = np.zeros((P, size), dtype=F32)
-        self.weights, self.biases = self.views(self.flat, shapes)
-        self.shapes = shapes
-        for m, seed in enumerate(seeds):
-            self.initialise(m, seed)
-
-    @classmethod
-    def over(cls, flat: np.ndarray, shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> PackedNetworks:
-        """Networks whose parameters are ``flat`` (laid out as :attr:`flat`), not copied."""
-        nets = object.__new__(cls)
-        nets.flat, nets.shapes = flat, list(shapes)
-        nets.weights, nets.biases = cls.views(flat, shapes)
-        return nets
-
-    def initialise(self, m: int, seed: int) -> None:
-        """Member ``m``'s layers drawn anew from ``seed`` (see the class docstring)."""
-        import torch
-
-        sizes, last = self.sizes, len(self.shapes) - 1
-        self.flat[m] = 0.0
-        g = torch.Generator().manual_seed(int(seed))
-        for net, out_gain in ((0, 0.01), (1, 1.0)):
-            for k, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-                n_out = 1 if (net == 1 and k == last) else n_out
-                w = torch.empty(n_out, n_in)
-                torch.nn.init.orthogonal_(w, gain=out_gain if k == last else math.sqrt(2), generator=g)
-                self.weights[k][m, net, :, :n_out] = w.T.numpy()
-
-    @staticmethod
-    def views(flat: np.ndarray, shapes: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]
-              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Layer views ``[P, *shape]`` of a ``[P, D]`` buffer laid out as :attr:`flat`."""
-        P, offset = flat.shape[0], 0
-        weights: list[np.ndarray] = []
-        biases: list[np.ndarray] = []
-        for w_shape, b_shape in shapes:
-            for shape, out in ((w_shape, weights), (b_shape, biases)):
-                n = int(np.prod(shape))
-                out.append(flat[:, offset:offset + n].reshape(P, *shape))
-                offset += n
-        return weights, biases
-
-    def forward(self, obs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """The layers' outputs for ``obs`` ``[P, B, obs_dim]``: the hidden activations (the first
-        the observations, ``[P, 1, B, obs_dim]``) and the output ``[P, 2, B, A]``."""
-        hs = [obs[:, None]]
-        for w, b in zip(self.weights[:-1], self.biases[:-1]):
-            h = np.matmul(hs[-1], w)
-            h += b
-            tanh_(h)
-            hs.append(h)
-        out = np.matmul(hs[-1], self.weights[-1])
-        out += self.biases[-1]
-        return hs, out
-
-
-#: glibc's mallopt parameters (malloc.h), and the size under which freed memory stays in the heap.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _KEEP_BYTES = -1, -3, 256 << 20
-
-
-def keep_freed_memory() -> None:
-    """Let glibc keep up to 256 MiB of freed memory for reuse instead of handing it back to the OS.
-
-    A pack's temporaries are megabytes each (``[P, 2, 512, 64]`` floats) and made anew every
-    update; by default glibc gives such blocks back when they are freed, and the next update's
-    arrays come back as fresh pages, each zeroed by a page fault: that page-faulting took a third
-    of a 16-member update (benchmarks/RESULTS.md). Process-wide, in the process that hosts a pack;
-    a no-op where the C library is not glibc.
-    """
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_TRIM_THRESHOLD, _KEEP_BYTES)
-        libc.mallopt(_M_MMAP_THRESHOLD, _KEEP_BYTES)
-    except (OSError, AttributeError):
-        pass
-
-
-def tanh_(h: np.ndarray) -> np.ndarray:
-    """``tanh`` of a C-contiguous float32 array in place, as ``1 - 2 / (exp(2h) + 1)`` with
-    torch's vectorised ``exp`` (on the same memory): a pack's hidden activations are millions of
-    floats an update, and numpy's and torch's own float32 ``tanh`` take twice as long there
-    (benchmarks/RESULTS.md). Within 2e-7 of ``np.tanh``; 1 and -1 where ``exp`` saturates."""
-    import torch
-
-    torch.from_numpy(h).mul_(2.0).exp_().add_(1.0).reciprocal_().mul_(-2.0).add_(1.0)
-    return h
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 class PopulationPPO:
@@ -212,9 +145,14 @@ class PopulationPPO:
                              f"{first['env']!r} has {obs_space} and {act_space}")
         self.obs_dim, self.num_actions = int(np.prod(obs_space.shape)), int(act_space.n)
         seeds = [int(m["seed"]) for m in self.members]
-        self.nets = PackedNetworks([self.obs_dim, *first["hidden_sizes"], self.num_actions], seeds)
+        self.nets: PopulationNetworks
+        if first["model"] is None:
+            self.nets = PackedNetworks([self.obs_dim, *first["hidden_sizes"], self.num_actions], seeds)
+        else:
+            from algorithms.ppo.population_module import StackedModules
+
+            self.nets = StackedModules(first["model"], first["model_config"], obs_space, act_space, seeds)
         self.grad = np.zeros_like(self.nets.flat)
-        self.grad_weights, self.grad_biases = PackedNetworks.views(self.grad, self.nets.shapes)
         self.exp_avg, self.exp_avg_sq = np.zeros_like(self.grad), np.zeros_like(self.grad)
         self.adam_steps = np.zeros((self.P, 1))
         self.rng = np.random.default_rng([seeds[0], self.P])
@@ -283,12 +221,12 @@ class PopulationPPO:
                "actions": np.empty((T, P, N), dtype=np.int64)}
         for t in range(T):
             out["obs"][t] = self.obs
-            _, nets_out = self.nets.forward(self.obs)
-            log_probs = log_softmax(nets_out[:, 0])
+            logits, values = self.nets.outputs(self.obs)
+            log_probs = log_softmax(logits)
             actions = (log_probs - np.log(-np.log(self.rng.random(log_probs.shape, dtype=F32)))).argmax(-1)
             out["actions"][t] = actions
             out["logp"][t] = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
-            out["values"][t] = nets_out[:, 1, :, 0]
+            out["values"][t] = values
             next_obs, rewards, terminated, truncated = self._step_envs(actions)
             valid = ~self.resetting
             done = (terminated | truncated) & valid
@@ -299,7 +237,7 @@ class PopulationPPO:
             out["valid"][t] = valid.reshape(P, N)
             self.resetting = done
             self.obs = self._flat_obs(next_obs)
-        out["values"][T] = self.nets.forward(self.obs)[1][:, 1, :, 0]
+        out["values"][T] = self.nets.outputs(self.obs)[1]
         return out
 
     def _count_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
@@ -369,41 +307,14 @@ class PopulationPPO:
         mean = (adv * weight).sum(axis=1, keepdims=True)
         std = np.sqrt((np.square(adv - mean) * weight).sum(axis=1, keepdims=True))
         adv = (adv - mean) / (std + 1e-8)
-        hs, out = self.nets.forward(mb["obs"])
-        logits, values = out[:, 0], out[:, 1, :, 0]
-        logp_all = log_softmax(logits)
-        probs = np.exp(logp_all)
-        onehot = np.arange(self.num_actions) == mb["actions"][..., None]
-        log_ratio = (logp_all * onehot).sum(-1) - mb["logp"]
-        ratio = np.exp(log_ratio)
         clip = self.hyper("clip_param")
-        unclipped = adv * ratio
-        clipped = adv * np.clip(ratio, 1 - clip, 1 + clip)
-        policy_loss = -(np.minimum(unclipped, clipped) * weight).sum(axis=1)
-        diff = values - mb["returns"]
-        vf_loss = 0.5 * (diff * diff * weight).sum(axis=1)
-        plogp = (probs * logp_all).sum(-1, keepdims=True)  # -H
-        entropy = -(plogp[..., 0] * weight).sum(axis=1)
-        # d loss / d outputs, every member's rows scaled by its own 1/n
-        g_logp = -unclipped * (unclipped <= clipped) * weight
-        d_out = np.zeros_like(out)
-        d_out[:, 0] = (onehot - probs) * g_logp[..., None]
-        d_out[:, 0] += (self.hyper("entropy_coeff") * weight)[..., None] * probs * (logp_all - plogp)
-        d_out[:, 1, :, 0] = self.hyper("vf_loss_coeff") * diff * weight
-        delta = d_out
-        for k in range(len(hs) - 1, -1, -1):
-            np.matmul(hs[k].transpose(0, 1, 3, 2), delta, out=self.grad_weights[k])
-            self.grad_biases[k][...] = delta.sum(axis=2, keepdims=True)
-            if k:
-                delta = np.matmul(delta, self.nets.weights[k].transpose(0, 1, 3, 2))
-                tanh_grad = np.square(hs[k], out=hs[k])  # hs[k] is read for the last time here
-                np.subtract(1.0, tanh_grad, out=tanh_grad)
-                delta *= tanh_grad
+        coeffs = {"clip_param": clip, **{k: self.hyper(k) for k in ("vf_loss_coeff", "entropy_coeff")}}
+        out = self.nets.loss_gradient(mb, adv, weight, coeffs, self.grad)
+        ratio, log_ratio = out.pop("ratio"), out.pop("log_ratio")
         self.adam_step()
         approx_kl = (((ratio - 1) - log_ratio) * weight).sum(axis=1)
         clip_fraction = ((np.abs(ratio - 1) > clip) * weight).sum(axis=1)
-        return {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "approx_kl": approx_kl,
-                "clip_fraction": clip_fraction}
+        return {**out, "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
     def adam_step(self) -> None:
         """Adam (as ``torch.optim.Adam``) on every member's row of the flat buffer with its own lr,
@@ -458,13 +369,13 @@ class PopulationPPO:
         sub = object.__new__(PopulationPPO)
         sub.members = [self.members[m] for m in members]
         sub.P, sub.N, sub.T, sub.num_actions, sub.rng = len(members), self.N, self.T, self.num_actions, self.rng
-        sub.nets = PackedNetworks.over(self.nets.flat[members], self.nets.shapes)
+        sub.nets = self.nets.rows(members)
         sub.grad = np.zeros_like(sub.nets.flat)
-        sub.grad_weights, sub.grad_biases = PackedNetworks.views(sub.grad, self.nets.shapes)
         sub.exp_avg, sub.exp_avg_sq = self.exp_avg[members], self.exp_avg_sq[members]
         sub.adam_steps = self.adam_steps[members]
         stats = sub.learn({k: v[:, members] for k, v in batch.items()})
-        self.nets.flat[members], self.exp_avg[members], self.exp_avg_sq[members] = sub.nets.flat, sub.exp_avg, sub.exp_avg_sq
+        self.nets.put_rows(members, sub.nets)
+        self.exp_avg[members], self.exp_avg_sq[members] = sub.exp_avg, sub.exp_avg_sq
         self.adam_steps[members] = sub.adam_steps
         return stats
 

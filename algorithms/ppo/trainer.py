@@ -110,7 +110,7 @@ class PPO(DistributedTrainer):
     def pack_shape_keys(cls) -> tuple[str, ...]:
         from algorithms.ppo.population import SIGNATURE
 
-        return (*SIGNATURE, "model", "activation")
+        return (*SIGNATURE, "activation")
 
     @classmethod
     def packed_trainable(cls) -> type[Trainable] | None:

@@ -1,9 +1,9 @@
 """Packed PPO trials (``pack_trials``) end to end: each member is a trial of its own for the store,
 the schedulers and the searchers. ASHA stops members and their pack goes on; PBT exploits inside
 a pack; a driver killed after an exploit resumes every member from its own checkpoint, each
-iteration stored once (on SQLite and PostgreSQL); a member that diverges fails alone; a config
-that cannot pack runs unpacked and the sweep says why once; a member's checkpoint is a PPO
-agent's."""
+iteration stored once (on SQLite and PostgreSQL); a member that diverges fails alone; a user's
+module that stacks packs, one that does not runs unpacked and the sweep says why once; a member's
+checkpoint is a PPO agent's."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 
 from algorithms import load_agent
 from schedulers import ASHAScheduler
+from tests.algorithms.ppo.member_models import branching_model, norm_model
 from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
 from tests.conftest import ROOT
 from tuner import tune
@@ -186,29 +187,40 @@ def test_a_member_whose_env_raises_fails_alone(ray_session, tmp_path):
         assert by_seed[seed].status == "TERMINATED" and by_seed[seed].last_result["training_iteration"] == 3
 
 
-def _own_model(observation_space, action_space, model_config):
-    import torch
-
-    class Model(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.body = torch.nn.Linear(4, 2 + 1)
-
-        def forward(self, obs):
-            out = self.body(obs)
-            return out[:, :2], out[:, 2]
-
-    return Model()
-
-
-def test_a_config_that_cannot_pack_runs_unpacked_and_the_sweep_says_why_once(ray_session, tmp_path, capsys):
+def test_a_user_model_that_stacks_runs_packed_and_its_checkpoint_is_its_agents(ray_session, tmp_path, capsys):
     own = {key: value for key, value in SMALL.items() if key != "hidden_sizes"}
-    analysis = tune.run("PPO", config={**own, "model": _own_model, "seed": tune.grid_search([0, 1, 2])},
+    analysis = tune.run("PPO", config={**own, "model": norm_model, "model_config": {"width": 8},
+                                       "seed": tune.grid_search([0, 1, 2])},
+                        stop={"training_iteration": 2}, checkpoint_at_end=True, metric="episode_return_mean",
+                        mode="max", storage_path=str(tmp_path), name="own", verbose=1, pack_trials=3)
+    said = capsys.readouterr().out
+    assert said.count("pack_trials=3: trials of PPO run packed, up to 3 to a process (PPO on 'CartPole-v1', 4 envs "
+                      "and norm_model's module a member, stacked with torch.func a pack)") == 1, said
+    assert [t.last_result["learner"] for t in analysis.trials] == ["packed"] * 3
+    assert len({t.last_result["pack_id"] for t in analysis.trials}) == 1
+    _iterations_once_each(analysis)
+    # (the factory travelled by value, as a script's own functions do: load_agent is given it)
+    agents = [load_agent(analysis.get_best_checkpoint(t).path, config={"model": norm_model}) for t in analysis.trials]
+    weights = [agent.policy.state_dict()["trunk.0.weight"] for agent in agents]
+    assert not np.allclose(weights[0].numpy(), weights[1].numpy())  # each its own member's slice
+    env = agents[0].make_env()
+    obs, _ = env.reset(seed=0)
+    assert env.action_space.contains(agents[0].act(obs))
+
+
+def test_a_user_model_that_does_not_stack_runs_unpacked_and_the_sweep_says_why_once(ray_session, tmp_path, capsys):
+    own = {key: value for key, value in SMALL.items() if key != "hidden_sizes"}
+    analysis = tune.run("PPO", config={**own, "model": branching_model, "seed": tune.grid_search([0, 1, 2])},
                         stop={"training_iteration": 1}, storage_path=str(tmp_path), name="own", verbose=1)
     said = capsys.readouterr().out
-    assert said.count("pack_trials='auto': trials of PPO run one per process: config key 'model' is a network of "
-                      "one's own") == 1, said
+    assert said.count("pack_trials='auto': trials of PPO run one per process: config key 'model' is branching_model: "
+                      "its module does not stack under torch.func.vmap (RuntimeError: ") == 1, said
     assert all(t.last_result["learner"] == "torch" for t in analysis.trials)
+    with pytest.raises(ValueError, match=r"^pack_trials=2: trials of PPO cannot be packed: config key 'model' is "
+                                         r"branching_model: its module does not stack"):
+        tune.run("PPO", config={**own, "model": branching_model}, pack_trials=2, storage_path=str(tmp_path),
+                 name="forced", verbose=0)
+    assert not (tmp_path / "forced").exists()
 
 
 def test_a_tuner_packs_with_its_tune_config(ray_session, tmp_path):

@@ -1,0 +1,214 @@
+"""A user's torch module (the model contract) as every member's network of a PPO population.
+
+P copies of the module ``config["model"]`` builds, each drawn from its member's seed, run as one:
+``torch.func.functional_call`` of the module under ``torch.func.vmap`` over a leading member
+axis of its parameters and buffers, so each layer of every member is one batched operation
+(the stacked layers of Flajolet et al.'s fastpbrl). The parameters are views of one float32
+buffer ``[P, D]`` that numpy shares (the population's Adam steps it, as for the built-in MLP);
+buffers (a BatchNorm's running statistics) are stacked tensors of their own. The loss is PPO's in
+torch, summed over members: no parameter is shared, so each member's gradient is its own loss's.
+
+A module stacks when its copies have the same parameters (names, shapes, float32) and its
+``forward`` runs under ``vmap``: no ``.item()``, no Python branch on a tensor's value, no numpy.
+:func:`stack_check` tries exactly that on two copies and a batch of the observation space, so a
+sweep knows before packing; a module that does not stack runs its trials unpacked.
+
+    nets = StackedModules(make_my_model, {"width": 64}, env.observation_space, env.action_space, seeds=[0, 1])
+    logits, values = nets.outputs(obs)          # obs [P, B, obs_dim] -> [P, B, A], [P, B]
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+    import torch
+    from torch import nn
+
+F32 = np.float32
+
+__all__ = ["StackedModules", "stack_check"]
+
+
+def build_member(factory: Callable[..., Any], model_config: Mapping[str, Any], obs_space: gym.Space,
+                 act_space: gym.Space, seed: int) -> nn.Module:
+    """The module ``factory`` builds, its initial weights drawn from ``seed`` (torch's global
+    generator forked: the caller's draws go on as they were)."""
+    import torch
+
+    with torch.random.fork_rng():
+        torch.manual_seed(int(seed))
+        module = factory(obs_space, act_space, dict(model_config))
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"config key 'model': {getattr(factory, '__qualname__', factory)!r} must return a "
+                         f"torch.nn.Module, got {type(module).__name__}")
+    return module
+
+
+class StackedModules:
+    """Every member's copy of a user's module, stacked (see the module docstring)."""
+
+    def __init__(self, factory: Callable[..., Any], model_config: Mapping[str, Any], obs_space: gym.Space,
+                 act_space: gym.Space, seeds: Sequence[int]) -> None:
+        import torch
+
+        self.factory, self.model_config = factory, dict(model_config)
+        self.obs_space, self.act_space = obs_space, act_space
+        modules = [build_member(factory, model_config, obs_space, act_space, seed) for seed in seeds]
+        first = modules[0]
+        self.param_shapes = [(name, tuple(p.shape)) for name, p in first.named_parameters()]
+        if not self.param_shapes:
+            raise ValueError("config key 'model': the module has no parameters to learn")
+        wrong = [name for name, p in first.named_parameters() if p.dtype != torch.float32]
+        if wrong:
+            raise ValueError(f"config key 'model': a packed member's parameters are float32; {wrong} are not")
+        self._slices, offset = [], 0
+        for name, shape in self.param_shapes:
+            self._slices.append((name, offset, shape))
+            offset += math.prod(shape)
+        self.flat = np.zeros((len(modules), offset), dtype=F32)
+        self._buffers = {name: torch.stack([dict(m.named_buffers())[name].detach() for m in modules])
+                         for name, _ in first.named_buffers()}
+        self.base = copy.deepcopy(first).to("meta")  # the structure only: weights come from flat
+        for m, module in enumerate(modules):
+            self._take(m, module)
+
+    def _take(self, m: int, module: nn.Module) -> None:
+        params = dict(module.named_parameters())
+        shapes = [(name, tuple(p.shape)) for name, p in params.items()]
+        if shapes != self.param_shapes:
+            raise ValueError(f"config key 'model': every copy of a packed member's module has the same parameters; "
+                             f"one has {shapes}, another {self.param_shapes}")
+        for name, offset, shape in self._slices:
+            self.flat[m, offset:offset + math.prod(shape)] = params[name].detach().reshape(-1).numpy()
+        buffers = dict(module.named_buffers())
+        for name, stacked in self._buffers.items():
+            stacked[m] = buffers[name].detach()
+
+    # -- the population's interface (algorithms/ppo/population.py: PopulationNetworks) -------------
+    def initialise(self, m: int, seed: int) -> None:
+        """Member ``m``'s module drawn anew from ``seed``."""
+        self._take(m, build_member(self.factory, self.model_config, self.obs_space, self.act_space, seed))
+
+    def rows(self, members: Sequence[int]) -> StackedModules:
+        """The modules of ``members`` (copies of their rows and buffers), as a population of their own."""
+        sub = object.__new__(StackedModules)
+        sub.__dict__.update(self.__dict__)
+        sub.flat = self.flat[list(members)]
+        sub._buffers = {name: b[list(members)].clone() for name, b in self._buffers.items()}
+        return sub
+
+    def put_rows(self, members: Sequence[int], sub: StackedModules) -> None:
+        """``sub``'s rows and buffers (of :meth:`rows` of ``members``) back into this population."""
+        self.flat[list(members)] = sub.flat
+        for name, b in self._buffers.items():
+            b[list(members)] = sub._buffers[name]
+
+    def named_slices(self) -> list[tuple[str, int, tuple[int, ...]]]:
+        """``(name, offset, shape)`` of each parameter in a row, in ``named_parameters`` order (the
+        module's ``state_dict`` names, and the torch learner's optimiser numbering)."""
+        return list(self._slices)
+
+    def buffers(self, m: int) -> dict[str, torch.Tensor]:
+        return {name: b[m].clone() for name, b in self._buffers.items()}
+
+    def load_buffers(self, m: int, state: Mapping[str, Any]) -> None:
+        for name, b in self._buffers.items():
+            if name in state:
+                b[m] = state[name]
+
+    def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Logits ``[P, B, A]`` and values ``[P, B]`` for ``obs`` ``[P, B, obs_dim]``."""
+        import torch
+
+        # Acting leaves the buffers as they are (a BatchNorm's statistics move in learning only):
+        # members absent from an iteration's learning keep theirs untouched.
+        buffers = {name: b.clone() for name, b in self._buffers.items()}
+        with torch.no_grad():
+            logits, values = self._forward(torch.from_numpy(self.flat), torch.from_numpy(np.asarray(obs, dtype=F32)),
+                                           buffers)
+        return logits.numpy(), values.numpy()
+
+    def loss_gradient(self, mb: Mapping[str, np.ndarray], adv: np.ndarray, weight: np.ndarray,
+                      coeffs: Mapping[str, np.ndarray], grad: np.ndarray) -> dict[str, np.ndarray]:
+        """Every member's PPO loss on its minibatch (as ``PackedNetworks.loss_gradient``), its
+        gradient by autograd into ``grad`` ``[P, D]``."""
+        import torch
+
+        def t(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a))
+
+        theta = torch.from_numpy(self.flat).requires_grad_()
+        logits, values = self._forward(theta, t(mb["obs"]), self._buffers)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        log_ratio = logp_all.gather(-1, t(mb["actions"])[..., None])[..., 0] - t(mb["logp"])
+        ratio = log_ratio.exp()
+        adv_t, w, clip = t(adv), t(weight), t(coeffs["clip_param"])
+        unclipped = adv_t * ratio
+        clipped = adv_t * torch.clamp(ratio, 1 - clip, 1 + clip)
+        policy_loss = -(torch.minimum(unclipped, clipped) * w).sum(1)
+        diff = values - t(mb["returns"])
+        vf_loss = 0.5 * (diff * diff * w).sum(1)
+        entropy = -((logp_all.exp() * logp_all).sum(-1) * w).sum(1)
+        loss = policy_loss + t(coeffs["vf_loss_coeff"])[:, 0] * vf_loss - t(coeffs["entropy_coeff"])[:, 0] * entropy
+        loss.sum().backward()
+        grad[...] = theta.grad.numpy()  # type: ignore[union-attr]
+        return {"policy_loss": policy_loss.detach().numpy(), "vf_loss": vf_loss.detach().numpy(),
+                "entropy": entropy.detach().numpy(), "ratio": ratio.detach().numpy(),
+                "log_ratio": log_ratio.detach().numpy()}
+
+    def _forward(self, theta: torch.Tensor, obs: torch.Tensor,
+                 buffers: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's ``(dist_inputs [P, B, A], values [P, B])`` under ``vmap``."""
+        from torch.func import functional_call, vmap
+
+        P = theta.shape[0]
+        params = {name: theta[:, offset:offset + math.prod(shape)].reshape(P, *shape)
+                  for name, offset, shape in self._slices}
+
+        def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            dist_inputs, value = functional_call(self.base, (p, b), (o,))
+            return dist_inputs, value.reshape(o.shape[0])
+
+        return vmap(one)(params, buffers, obs)
+
+
+_checked: dict[tuple[str, ...], str | None] = {}
+
+
+def stack_check(factory: Callable[..., Any], model_config: Mapping[str, Any], obs_space: gym.Space,
+                act_space: gym.Space, key: str) -> str | None:
+    """None when ``factory``'s module stacks (see the module docstring), else why not, in one line.
+    Tried once per ``key`` (the factory's definition) and spaces in this process: two copies,
+    their outputs on a batch of ``obs_space`` and a loss's gradient through them."""
+    memo = (key, repr(dict(model_config)), repr(obs_space), repr(act_space))
+    if memo not in _checked:
+        _checked[memo] = _try_stack(factory, model_config, obs_space, act_space)
+    return _checked[memo]
+
+
+def _try_stack(factory: Callable[..., Any], model_config: Mapping[str, Any], obs_space: gym.Space,
+               act_space: gym.Space) -> str | None:
+    P, B, A = 2, 4, int(act_space.n)  # type: ignore[attr-defined]  # Discrete: pack_signature checked it
+    try:
+        nets = StackedModules(factory, model_config, obs_space, act_space, seeds=[0, 1])
+        obs = np.stack([np.stack([obs_space.sample() for _ in range(B)]) for _ in range(P)]).astype(F32)
+        logits, values = nets.outputs(obs)
+        if logits.shape != (P, B, A):
+            return (f"its forward gives dist_inputs of shape {logits.shape[1:]} for a batch of {B}, not ({B}, {A}) "
+                    f"(logits of Discrete({A}))")
+        column = np.ones((P, 1), dtype=F32)
+        mb: dict[str, np.ndarray] = {"obs": obs, "actions": np.zeros((P, B), dtype=np.int64), "logp": np.zeros((P, B), dtype=F32),
+              "returns": np.zeros((P, B), dtype=F32)}
+        nets.loss_gradient(mb, np.ones((P, B), dtype=F32), np.full((P, B), 1 / B, dtype=F32),
+                           {"clip_param": column, "vf_loss_coeff": column, "entropy_coeff": column},
+                           np.zeros_like(nets.flat))
+    except Exception as error:  # noqa: BLE001 - any failure of a user's module means it does not stack
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f"its module does not stack under torch.func.vmap ({type(error).__name__}: {first})"
+    return None
