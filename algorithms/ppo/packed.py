@@ -166,19 +166,9 @@ def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:
     """Member ``m``'s state as a PPO trainer's checkpoint (``trainer_state.pt``) holds it."""
     import torch
 
-    nets = population.nets
-    policy: dict[str, torch.Tensor] = {}
-    adam: dict[int, dict[str, torch.Tensor]] = {}
-    steps = float(population.adam_steps[m, 0])
-
-    def part(buffer: np.ndarray, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
-        return torch.from_numpy(buffer[m, offset:offset + int(np.prod(shape))].reshape(shape).copy())
-
-    for i, (name, offset, shape) in enumerate(nets.named_slices()):
-        policy[name] = part(nets.flat, offset, shape)
-        if steps:
-            adam[i] = {"step": torch.tensor(steps), "exp_avg": part(population.exp_avg, offset, shape),
-                       "exp_avg_sq": part(population.exp_avg_sq, offset, shape)}
+    nets, slices = population.nets, population.nets.named_slices()
+    policy = {name: torch.from_numpy(nets.flat[m, offset:offset + int(np.prod(shape))].reshape(shape).copy())
+              for name, offset, shape in slices}
     policy.update(nets.buffers(m))
     episodes = list(population.episodes[m])
     return {
@@ -186,7 +176,8 @@ def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:
         "counters": {"env_steps_total": int(population.env_steps[m]), "seed": seed},
         "episode_window": {"returns": [r for r, _ in episodes], "lens": [n for _, n in episodes],
                            "episodes_total": int(population.episodes_total[m])},
-        "learner": {"optimizer": {"name": "adam", "state": adam}, "torch_rng": torch.Generator().manual_seed(seed).get_state()},
+        "learner": {"optimizer": {"name": "adam", "state": population.adam.torch_state(m, slices)},
+                    "torch_rng": torch.Generator().manual_seed(seed).get_state()},
         "evaluation": None, "normalizer": None,
     }
 
@@ -194,23 +185,17 @@ def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:
 def load_ppo_state(population: PopulationPPO, m: int, state: Mapping[str, Any]) -> None:
     """Member ``m`` takes a PPO checkpoint's state (:func:`ppo_state`'s, or an unpacked PPO trial's
     of the same network); a network of another shape is a ValueError naming ``pack_trials``."""
-    nets = population.nets
+    nets, slices = population.nets, population.nets.named_slices()
     policy = state["policy"]
-    adam = (state.get("learner") or {}).get("optimizer") or {}
-    per_param = adam.get("state", {}) if adam.get("name") == "adam" else {}
-    for i, (name, offset, shape) in enumerate(nets.named_slices()):
+    for name, offset, shape in slices:
         value = policy.get(name)
         if value is None or tuple(value.shape) != shape:
             raise ValueError(f"pack_trials: the checkpoint's network does not fit this pack's members "
                              f"({name}: {None if value is None else tuple(value.shape)} against {shape})")
-        row = slice(offset, offset + int(np.prod(shape)))
-        nets.flat[m, row] = value.reshape(-1).numpy()
-        entry = per_param.get(i)
-        population.exp_avg[m, row] = 0.0 if entry is None else entry["exp_avg"].reshape(-1).numpy()
-        population.exp_avg_sq[m, row] = 0.0 if entry is None else entry["exp_avg_sq"].reshape(-1).numpy()
+        nets.flat[m, offset:offset + int(np.prod(shape))] = value.reshape(-1).numpy()
     nets.load_buffers(m, policy)
-    first = per_param.get(0)
-    population.adam_steps[m, 0] = 0.0 if first is None else float(first["step"])
+    adam = (state.get("learner") or {}).get("optimizer") or {}
+    population.adam.load_torch_state(m, adam.get("state", {}) if adam.get("name") == "adam" else {}, slices)
     window = state["episode_window"]
     population.restart_counts(m, int(state["counters"]["env_steps_total"]), int(window.get("episodes_total", 0)),
                               list(zip(window["returns"], window["lens"]))[-WINDOW:])

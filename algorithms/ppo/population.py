@@ -33,6 +33,7 @@ import numpy as np
 
 from algorithms.envs.registry import make_vector_env
 from algorithms.envs.vector_env import SerialVectorEnv
+from algorithms.optim.population_adam import PopulationAdam
 from algorithms.ppo.population_mlp import F32, PackedNetworks, keep_freed_memory, log_softmax
 
 #: Keys every member of a pack shares (they fix the arrays' shapes), with PPO's defaults.
@@ -44,7 +45,6 @@ PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "cli
                               "entropy_coeff": 0.0, "max_grad_norm": 0.5, "seed": 0}
 
 WINDOW = 100  # episodes in episode_return_mean, as every trainer's
-BETAS, EPS = (0.9, 0.999), 1e-5  # Adam's, as PPO's default optimizer_config
 
 
 class PopulationNetworks(Protocol):
@@ -153,8 +153,7 @@ class PopulationPPO:
 
             self.nets = StackedModules(first["model"], first["model_config"], obs_space, act_space, seeds)
         self.grad = np.zeros_like(self.nets.flat)
-        self.exp_avg, self.exp_avg_sq = np.zeros_like(self.grad), np.zeros_like(self.grad)
-        self.adam_steps = np.zeros((self.P, 1))
+        self.adam = PopulationAdam(self.P, self.grad.shape[1])
         self.rng = np.random.default_rng([seeds[0], self.P])
         if self.per_member_envs:
             self.obs = self._flat_obs(np.concatenate([self._reset_envs(m) for m in range(self.P)]))
@@ -317,20 +316,9 @@ class PopulationPPO:
         return {**out, "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
     def adam_step(self) -> None:
-        """Adam (as ``torch.optim.Adam``) on every member's row of the flat buffer with its own lr,
-        after clipping its gradient to its own global norm (as ``clip_grad_norm_``)."""
-        g = self.grad
-        norm = np.sqrt(np.einsum("pd,pd->p", g, g))[:, None]
-        g *= np.minimum(self.hyper("max_grad_norm") / (norm + 1e-6), 1.0).astype(F32)
-        self.adam_steps += 1
-        b1, b2 = BETAS
-        self.exp_avg *= F32(b1)
-        self.exp_avg += F32(1 - b1) * g
-        self.exp_avg_sq *= F32(b2)
-        self.exp_avg_sq += F32(1 - b2) * g * g
-        step_size = (self.hyper("lr") / (1 - b1 ** self.adam_steps)).astype(F32)
-        denom = np.sqrt(self.exp_avg_sq / (1 - b2 ** self.adam_steps).astype(F32)) + F32(EPS)
-        self.nets.flat -= step_size * self.exp_avg / denom
+        """Adam on every member's row of the flat buffer with its own lr, after clipping its
+        gradient to its own global norm (``algorithms/optim/population_adam.py``)."""
+        self.adam.step(self.nets.flat, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"))
 
     # -- one iteration --------------------------------------------------------------------------------
     def train(self, learning: Sequence[int] | None = None) -> list[dict[str, Any]]:
@@ -371,12 +359,10 @@ class PopulationPPO:
         sub.P, sub.N, sub.T, sub.num_actions, sub.rng = len(members), self.N, self.T, self.num_actions, self.rng
         sub.nets = self.nets.rows(members)
         sub.grad = np.zeros_like(sub.nets.flat)
-        sub.exp_avg, sub.exp_avg_sq = self.exp_avg[members], self.exp_avg_sq[members]
-        sub.adam_steps = self.adam_steps[members]
+        sub.adam = self.adam.rows(members)
         stats = sub.learn({k: v[:, members] for k, v in batch.items()})
         self.nets.put_rows(members, sub.nets)
-        self.exp_avg[members], self.exp_avg_sq[members] = sub.exp_avg, sub.exp_avg_sq
-        self.adam_steps[members] = sub.adam_steps
+        self.adam.put_rows(members, sub.adam)
         return stats
 
     def join(self, m: int, config: Mapping[str, Any]) -> None:
@@ -384,7 +370,7 @@ class PopulationPPO:
         layers from its seed, no optimiser state, no env steps or episodes of its own yet."""
         self.members[m] = check_pack([{**config, **{k: self.members[m][k] for k in SIGNATURE}}])[0]
         self.nets.initialise(m, int(self.members[m]["seed"]))
-        self.exp_avg[m], self.exp_avg_sq[m], self.adam_steps[m] = 0.0, 0.0, 0.0
+        self.adam.reset(m)
         self.env_steps[m], self.episodes_total[m] = 0, 0
         self.episodes[m].clear()
         self.env_errors.pop(m, None)
@@ -398,8 +384,7 @@ class PopulationPPO:
     def member_state(self, m: int) -> dict[str, Any]:
         """Member ``m``'s slice of the pack: its parameters, Adam moments and step count, its
         config, env steps and episode window (copies: the pack goes on without touching them)."""
-        return {"params": self.nets.flat[m].copy(), "exp_avg": self.exp_avg[m].copy(),
-                "exp_avg_sq": self.exp_avg_sq[m].copy(), "adam_steps": float(self.adam_steps[m, 0]),
+        return {"params": self.nets.flat[m].copy(), **self.adam.member_state(m),
                 "config": dict(self.members[m]), "env_steps": int(self.env_steps[m]),
                 "episodes_total": int(self.episodes_total[m]), "episodes": list(self.episodes[m])}
 
@@ -413,8 +398,7 @@ class PopulationPPO:
         merged = check_pack([{**{k: v for k, v in state["config"].items() if k in PER_MEMBER},
                               **{k: self.members[m][k] for k in SIGNATURE}, **(config or {})}])[0]
         self.nets.flat[m] = state["params"]
-        self.exp_avg[m], self.exp_avg_sq[m] = state["exp_avg"], state["exp_avg_sq"]
-        self.adam_steps[m, 0] = state["adam_steps"]
+        self.adam.load_member_state(m, state)
         self.members[m] = merged
         self.restart_counts(m, state["env_steps"], state["episodes_total"], state["episodes"])
 

@@ -1,16 +1,10 @@
 """A user's torch module (the model contract) as every member's network of a PPO population.
 
-P copies of the module ``config["model"]`` builds, each drawn from its member's seed, run as one:
-``torch.func.functional_call`` of the module under ``torch.func.vmap`` over a leading member
-axis of its parameters and buffers, so each layer of every member is one batched operation
-(the stacked layers of Flajolet et al.'s fastpbrl). The parameters are views of one float32
-buffer ``[P, D]`` that numpy shares (the population's Adam steps it, as for the built-in MLP);
-buffers (a BatchNorm's running statistics) are stacked tensors of their own. The loss is PPO's in
-torch, summed over members: no parameter is shared, so each member's gradient is its own loss's.
-
-A module stacks when its copies have the same parameters (names, shapes, float32) and its
-``forward`` runs under ``vmap``: no ``.item()``, no Python branch on a tensor's value, no numpy.
-:func:`stack_check` tries exactly that on two copies and a batch of the observation space, so a
+P copies of the module ``config["model"]`` builds, each drawn from its member's seed, run as one
+(``algorithms/models/stacked.py``: ``torch.func.vmap`` over the members' stacked parameters,
+which live in the population's flat buffer ``[P, D]``, as the built-in MLP's do). The loss is
+PPO's in torch, summed over members: no parameter is shared, so each member's gradient is its
+own loss's. :func:`stack_check` tries exactly that on two copies and a batch of the observation space, so a
 sweep knows before packing; a module that does not stack runs its trials unpacked.
 
     nets = StackedModules(make_my_model, {"width": 64}, env.observation_space, env.action_space, seeds=[0, 1])
@@ -19,11 +13,11 @@ sweep knows before packing; a module that does not stack runs its trials unpacke
 
 from __future__ import annotations
 
-import copy
-import math
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from algorithms.models import stacked
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -50,88 +44,27 @@ def build_member(factory: Callable[..., Any], model_config: Mapping[str, Any], o
     return module
 
 
-class StackedModules:
-    """Every member's copy of a user's module, stacked (see the module docstring)."""
+class StackedModules(stacked.StackedModules):
+    """Every member's copy of a user's PPO module, stacked (see the module docstring)."""
 
     def __init__(self, factory: Callable[..., Any], model_config: Mapping[str, Any], obs_space: gym.Space,
                  act_space: gym.Space, seeds: Sequence[int]) -> None:
-        import torch
-
         self.factory, self.model_config = factory, dict(model_config)
         self.obs_space, self.act_space = obs_space, act_space
-        modules = [build_member(factory, model_config, obs_space, act_space, seed) for seed in seeds]
-        first = modules[0]
-        self.param_shapes = [(name, tuple(p.shape)) for name, p in first.named_parameters()]
-        if not self.param_shapes:
-            raise ValueError("config key 'model': the module has no parameters to learn")
-        wrong = [name for name, p in first.named_parameters() if p.dtype != torch.float32]
-        if wrong:
-            raise ValueError(f"config key 'model': a packed member's parameters are float32; {wrong} are not")
-        self._slices, offset = [], 0
-        for name, shape in self.param_shapes:
-            self._slices.append((name, offset, shape))
-            offset += math.prod(shape)
-        self.flat = np.zeros((len(modules), offset), dtype=F32)
-        self._buffers = {name: torch.stack([dict(m.named_buffers())[name].detach() for m in modules])
-                         for name, _ in first.named_buffers()}
-        self.base = copy.deepcopy(first).to("meta")  # the structure only: weights come from flat
-        for m, module in enumerate(modules):
-            self._take(m, module)
-
-    def _take(self, m: int, module: nn.Module) -> None:
-        params = dict(module.named_parameters())
-        shapes = [(name, tuple(p.shape)) for name, p in params.items()]
-        if shapes != self.param_shapes:
-            raise ValueError(f"config key 'model': every copy of a packed member's module has the same parameters; "
-                             f"one has {shapes}, another {self.param_shapes}")
-        for name, offset, shape in self._slices:
-            self.flat[m, offset:offset + math.prod(shape)] = params[name].detach().reshape(-1).numpy()
-        buffers = dict(module.named_buffers())
-        for name, stacked in self._buffers.items():
-            stacked[m] = buffers[name].detach()
+        super().__init__([build_member(factory, model_config, obs_space, act_space, seed) for seed in seeds])
 
     # -- the population's interface (algorithms/ppo/population.py: PopulationNetworks) -------------
     def initialise(self, m: int, seed: int) -> None:
         """Member ``m``'s module drawn anew from ``seed``."""
-        self._take(m, build_member(self.factory, self.model_config, self.obs_space, self.act_space, seed))
-
-    def rows(self, members: Sequence[int]) -> StackedModules:
-        """The modules of ``members`` (copies of their rows and buffers), as a population of their own."""
-        sub = object.__new__(StackedModules)
-        sub.__dict__.update(self.__dict__)
-        sub.flat = self.flat[list(members)]
-        sub._buffers = {name: b[list(members)].clone() for name, b in self._buffers.items()}
-        return sub
-
-    def put_rows(self, members: Sequence[int], sub: StackedModules) -> None:
-        """``sub``'s rows and buffers (of :meth:`rows` of ``members``) back into this population."""
-        self.flat[list(members)] = sub.flat
-        for name, b in self._buffers.items():
-            b[list(members)] = sub._buffers[name]
-
-    def named_slices(self) -> list[tuple[str, int, tuple[int, ...]]]:
-        """``(name, offset, shape)`` of each parameter in a row, in ``named_parameters`` order (the
-        module's ``state_dict`` names, and the torch learner's optimiser numbering)."""
-        return list(self._slices)
-
-    def buffers(self, m: int) -> dict[str, torch.Tensor]:
-        return {name: b[m].clone() for name, b in self._buffers.items()}
-
-    def load_buffers(self, m: int, state: Mapping[str, Any]) -> None:
-        for name, b in self._buffers.items():
-            if name in state:
-                b[m] = state[name]
+        self.take(m, build_member(self.factory, self.model_config, self.obs_space, self.act_space, seed))
 
     def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Logits ``[P, B, A]`` and values ``[P, B]`` for ``obs`` ``[P, B, obs_dim]``."""
         import torch
 
-        # Acting leaves the buffers as they are (a BatchNorm's statistics move in learning only):
-        # members absent from an iteration's learning keep theirs untouched.
-        buffers = {name: b.clone() for name, b in self._buffers.items()}
         with torch.no_grad():
             logits, values = self._forward(torch.from_numpy(self.flat), torch.from_numpy(np.asarray(obs, dtype=F32)),
-                                           buffers)
+                                           self.acting_buffers())
         return logits.numpy(), values.numpy()
 
     def loss_gradient(self, mb: Mapping[str, np.ndarray], adv: np.ndarray, weight: np.ndarray,
@@ -163,19 +96,10 @@ class StackedModules:
                 "log_ratio": log_ratio.detach().numpy()}
 
     def _forward(self, theta: torch.Tensor, obs: torch.Tensor,
-                 buffers: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every member's ``(dist_inputs [P, B, A], values [P, B])`` under ``vmap``."""
-        from torch.func import functional_call, vmap
-
-        P = theta.shape[0]
-        params = {name: theta[:, offset:offset + math.prod(shape)].reshape(P, *shape)
-                  for name, offset, shape in self._slices}
-
-        def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            dist_inputs, value = functional_call(self.base, (p, b), (o,))
-            return dist_inputs, value.reshape(o.shape[0])
-
-        return vmap(one)(params, buffers, obs)
+                 buffers: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's ``(dist_inputs [P, B, A], values [P, B])``."""
+        dist_inputs, values = self.call(theta, buffers, obs)
+        return dist_inputs, values.reshape(values.shape[0], obs.shape[1])
 
 
 _checked: dict[tuple[str, ...], str | None] = {}

@@ -157,8 +157,8 @@ def test_a_members_state_round_trips_into_another_pack(pack):
     try:
         other.load_member_state(0, state)
         np.testing.assert_array_equal(other.nets.flat[0], pack.nets.flat[1])
-        np.testing.assert_array_equal(other.exp_avg_sq[0], pack.exp_avg_sq[1])
-        assert other.members[0]["lr"] == MEMBERS[1]["lr"] and other.adam_steps[0, 0] == pack.adam_steps[1, 0]
+        np.testing.assert_array_equal(other.adam.exp_avg_sq[0], pack.adam.exp_avg_sq[1])
+        assert other.members[0]["lr"] == MEMBERS[1]["lr"] and other.adam.steps[0, 0] == pack.adam.steps[1, 0]
         assert other.env_steps[0] == pack.env_steps[1] and list(other.episodes[0]) == list(pack.episodes[1])
         wider = PopulationPPO([{**SMALL, "hidden_sizes": [16]}])
         try:
@@ -176,7 +176,7 @@ def test_an_exploit_inside_the_pack_copies_the_donors_slice_and_keeps_the_target
     steps, episodes = int(pack.env_steps[1]), list(pack.episodes[1])
     pack.exploit(target=1, donor=0, config={"lr": 5e-4, "clip_param": 0.25})
     np.testing.assert_array_equal(pack.nets.flat[1], pack.nets.flat[0])
-    np.testing.assert_array_equal(pack.exp_avg[1], pack.exp_avg[0])
+    np.testing.assert_array_equal(pack.adam.exp_avg[1], pack.adam.exp_avg[0])
     np.testing.assert_array_equal(pack.nets.flat[2], others)  # the rest of the pack is untouched
     assert pack.members[1]["lr"] == 5e-4 and pack.members[1]["clip_param"] == 0.25
     assert pack.members[1]["gamma"] == MEMBERS[0]["gamma"]  # the donor's, where the new config says nothing

@@ -1,0 +1,142 @@
+"""Copies of one torch module stacked on a leading member axis and run as one with ``torch.func``.
+
+P modules of one structure (a population's members, each drawn from its own seed) run as one:
+``torch.func.functional_call`` of the structure under ``torch.func.vmap`` over the member axis of
+their parameters and buffers, so each layer of every member is one batched operation (the
+stacked layers of Flajolet et al.'s fastpbrl). The parameters are views of one float32 buffer
+``[P, D]`` that numpy shares (a population's Adam, ``algorithms/optim/population_adam.py``, steps
+it whole; row ``m`` is member ``m``'s); buffers (a BatchNorm's running statistics) are stacked
+tensors of their own. A module stacks when its copies have the same parameters (names, shapes,
+float32) and its ``forward`` runs under ``vmap``: no ``.item()``, no Python branch on a tensor's
+value, no numpy.
+
+    stack = StackedModules([make_q_network(...) for seed in seeds])
+    q = stack.call(stack.parameters(), stack.buffers_for_acting(), obs)   # obs [P, B, ...] -> [P, B, A]
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+F32 = np.float32
+
+__all__ = ["StackedModules"]
+
+
+class StackedModules:
+    """Copies of one module stacked (see the module docstring)."""
+
+    def __init__(self, modules: Sequence[nn.Module]) -> None:
+        import torch
+
+        first = modules[0]
+        self.param_shapes = [(name, tuple(p.shape)) for name, p in first.named_parameters()]
+        if not self.param_shapes:
+            raise ValueError("config key 'model': the module has no parameters to learn")
+        wrong = [name for name, p in first.named_parameters() if p.dtype != torch.float32]
+        if wrong:
+            raise ValueError(f"config key 'model': a packed member's parameters are float32; {wrong} are not")
+        self._slices: list[tuple[str, int, tuple[int, ...]]] = []
+        offset = 0
+        for name, shape in self.param_shapes:
+            self._slices.append((name, offset, shape))
+            offset += math.prod(shape)
+        self.flat = np.zeros((len(modules), offset), dtype=F32)
+        self._buffers = {name: torch.stack([dict(m.named_buffers())[name].detach() for m in modules])
+                         for name, _ in first.named_buffers()}
+        self.base = copy.deepcopy(first).to("meta")  # the structure only: weights come from flat
+        for m, module in enumerate(modules):
+            self.take(m, module)
+
+    def take(self, m: int, module: nn.Module) -> None:
+        """Member ``m`` becomes ``module``'s copy (its parameters and buffers)."""
+        params = dict(module.named_parameters())
+        shapes = [(name, tuple(p.shape)) for name, p in params.items()]
+        if shapes != self.param_shapes:
+            raise ValueError(f"config key 'model': every copy of a packed member's module has the same parameters; "
+                             f"one has {shapes}, another {self.param_shapes}")
+        for name, offset, shape in self._slices:
+            self.flat[m, offset:offset + math.prod(shape)] = params[name].detach().reshape(-1).numpy()
+        buffers = dict(module.named_buffers())
+        for name, stacked in self._buffers.items():
+            stacked[m] = buffers[name].detach()
+
+    def rows(self, members: Sequence[int]) -> Any:
+        """The copies of ``members`` (their rows and buffers copied), as a stack of their own."""
+        sub = object.__new__(type(self))
+        sub.__dict__.update(self.__dict__)
+        sub.flat = self.flat[list(members)]
+        sub._buffers = {name: b[list(members)].clone() for name, b in self._buffers.items()}
+        return sub
+
+    def put_rows(self, members: Sequence[int], sub: StackedModules) -> None:
+        """``sub``'s rows and buffers (of :meth:`rows` of ``members``) back into this stack."""
+        self.flat[list(members)] = sub.flat
+        for name, b in self._buffers.items():
+            b[list(members)] = sub._buffers[name]
+
+    def named_slices(self) -> list[tuple[str, int, tuple[int, ...]]]:
+        """``(name, offset, shape)`` of each parameter in a row, in ``named_parameters`` order (the
+        module's ``state_dict`` names, and a torch optimiser's numbering)."""
+        return list(self._slices)
+
+    def buffers(self, m: int) -> dict[str, torch.Tensor]:
+        """Member ``m``'s buffers, by ``state_dict`` name (copies)."""
+        return {name: b[m].clone() for name, b in self._buffers.items()}
+
+    def load_buffers(self, m: int, state: Mapping[str, Any]) -> None:
+        """Member ``m``'s buffers from a ``state_dict`` (those it holds)."""
+        for name, b in self._buffers.items():
+            if name in state:
+                b[m] = state[name]
+
+    def state_dict(self, m: int, flat: np.ndarray | None = None) -> dict[str, torch.Tensor]:
+        """Member ``m``'s module's ``state_dict`` (copies), its parameters from ``flat`` (default
+        :attr:`flat`: another buffer of the same layout, a target network's, say)."""
+        import torch
+
+        rows = self.flat if flat is None else flat
+        state = {name: torch.from_numpy(rows[m, offset:offset + math.prod(shape)].reshape(shape).copy())
+                 for name, offset, shape in self._slices}
+        return {**state, **self.buffers(m)}
+
+    def load_state_dict(self, m: int, state: Mapping[str, Any], flat: np.ndarray | None = None) -> None:
+        """Member ``m`` takes a ``state_dict`` of the module (into ``flat``, default :attr:`flat`);
+        a parameter missing or of another shape is a ValueError naming ``pack_trials``."""
+        rows = self.flat if flat is None else flat
+        for name, offset, shape in self._slices:
+            value = state.get(name)
+            if value is None or tuple(value.shape) != shape:
+                raise ValueError(f"pack_trials: the checkpoint's network does not fit this pack's members "
+                                 f"({name}: {None if value is None else tuple(value.shape)} against {shape})")
+            rows[m, offset:offset + math.prod(shape)] = value.reshape(-1).numpy()
+        self.load_buffers(m, state)
+
+    def acting_buffers(self) -> dict[str, torch.Tensor]:
+        """Copies of the buffers, for a forward pass that must leave them as they are (acting:
+        a BatchNorm's statistics move in learning only, and members absent from an iteration's
+        learning keep theirs untouched)."""
+        return {name: b.clone() for name, b in self._buffers.items()}
+
+    def call(self, theta: torch.Tensor, buffers: Mapping[str, torch.Tensor], *inputs: torch.Tensor) -> Any:
+        """Every member's ``forward(*inputs)`` (each input ``[P, ...]``) under ``vmap``, with its
+        parameters from ``theta`` ``[P, D]`` (laid out as :attr:`flat`; a tensor needing grad for
+        learning) and ``buffers``."""
+        from torch.func import functional_call, vmap
+
+        P = theta.shape[0]
+        params = {name: theta[:, offset:offset + math.prod(shape)].reshape(P, *shape)
+                  for name, offset, shape in self._slices}
+
+        def one(p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], *xs: torch.Tensor) -> Any:
+            return functional_call(self.base, (p, b), xs)
+
+        return vmap(one)(params, dict(buffers), *inputs)
