@@ -24,7 +24,8 @@ import numpy as np
 from algorithms.core.agent import write_agent_file
 from algorithms.core.resolved_trial import ResolvedTrial, same_config
 from algorithms.core.trainer import STATE_FILE, DistributedTrainer
-from algorithms.ppo.population import PER_MEMBER, SIGNATURE, WINDOW, PopulationPPO, shape_value
+from algorithms.ppo.population import PER_MEMBER, SIGNATURE, PopulationPPO, shape_value
+from algorithms.sampling.population_envs import WINDOW
 from tuner.trainable import pack as packs
 from tuner.trainable.trainable import Trainable
 from tuner.trainable.checkpoint import atomic_file

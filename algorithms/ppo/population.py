@@ -28,11 +28,9 @@ import math
 from collections import deque
 from typing import Any, Mapping, Protocol, Sequence
 
-import gymnasium as gym
 import numpy as np
 
-from algorithms.envs.registry import make_vector_env
-from algorithms.envs.vector_env import SerialVectorEnv
+from algorithms.sampling.population_envs import PopulationEnvs
 from algorithms.optim.population_adam import PopulationAdam
 from algorithms.ppo.population_mlp import F32, PackedNetworks, keep_freed_memory, log_softmax
 
@@ -44,7 +42,6 @@ SIGNATURE: dict[str, Any] = {"env": None, "env_config": {}, "num_envs_per_worker
 PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5,
                               "entropy_coeff": 0.0, "max_grad_norm": 0.5, "seed": 0}
 
-WINDOW = 100  # episodes in episode_return_mean, as every trainer's
 
 
 class PopulationNetworks(Protocol):
@@ -127,23 +124,9 @@ class PopulationPPO:
         first = self.members[0]
         self.P, self.N = len(self.members), int(first["num_envs_per_worker"])
         self.T = int(first["train_batch_size"]) // self.N
-        # A user's env (stepped env by env anyway) is a vector env per member: one that raises fails
-        # its member alone. A natively vectorised gymnasium env is one for the whole pack: stepped in
-        # one call (per-member calls would take most of an iteration), reset and failing as one.
-        envs = make_vector_env(first["env"], first["env_config"], self.N)
-        self.per_member_envs = isinstance(envs, SerialVectorEnv)
-        if self.per_member_envs:
-            self.envs = [envs] + [make_vector_env(first["env"], first["env_config"], self.N) for _ in range(self.P - 1)]
-        else:
-            envs.close()
-            self.envs = [make_vector_env(first["env"], first["env_config"], self.P * self.N)]
-        self.env_errors: dict[int, str] = {}  # member -> the traceback of its env's failure, until reported
-        obs_space, act_space = self.envs[0].single_observation_space, self.envs[0].single_action_space
-        if not (isinstance(obs_space, gym.spaces.Box) and isinstance(act_space, gym.spaces.Discrete)):
-            self.stop()
-            raise ValueError(f"pack_trials: packed PPO takes a Box observation and Discrete actions; env "
-                             f"{first['env']!r} has {obs_space} and {act_space}")
-        self.obs_dim, self.num_actions = int(np.prod(obs_space.shape)), int(act_space.n)
+        self.envs = PopulationEnvs(self.members, self.N, "PPO")
+        obs_space, act_space = self.envs.observation_space, self.envs.action_space
+        self.obs_dim, self.num_actions = self.envs.obs_dim, self.envs.num_actions
         seeds = [int(m["seed"]) for m in self.members]
         self.nets: PopulationNetworks
         if first["model"] is None:
@@ -155,60 +138,24 @@ class PopulationPPO:
         self.grad = np.zeros_like(self.nets.flat)
         self.adam = PopulationAdam(self.P, self.grad.shape[1])
         self.rng = np.random.default_rng([seeds[0], self.P])
-        if self.per_member_envs:
-            self.obs = self._flat_obs(np.concatenate([self._reset_envs(m) for m in range(self.P)]))
-        else:  # one seed for the pack's envs: a member's episodes depend on its pack
-            self.obs = self._flat_obs(self.envs[0].reset(seed=seeds[0] * 10_000 + self.P)[0])
-        self.resetting = np.zeros(self.P * self.N, dtype=bool)  # NEXT_STEP autoreset: this step resets the env
-        self.running_return = np.zeros(self.P * self.N)
-        self.running_length = np.zeros(self.P * self.N, dtype=np.int64)
-        self.episodes: list[deque[tuple[float, int]]] = [deque(maxlen=WINDOW) for _ in range(self.P)]
-        self.episodes_total = np.zeros(self.P, dtype=np.int64)
-        self.env_steps = np.zeros(self.P, dtype=np.int64)
-        # Whether an env's running episode counts for its member: one a member joined (or was
-        # absent) halfway through is not its own, and its end is not one of its episodes.
-        self.counting = np.ones(self.P * self.N, dtype=bool)
-        self._learning = np.ones(self.P, dtype=bool)  # the members that learn in this iteration
         self.iteration = 0
+
+    # a member's counts are its envs' (algorithms/sampling/population_envs.py)
+    @property
+    def env_steps(self) -> np.ndarray:
+        return self.envs.env_steps
+
+    @property
+    def episodes(self) -> list[deque[tuple[float, int]]]:
+        return self.envs.episodes
+
+    @property
+    def episodes_total(self) -> np.ndarray:
+        return self.envs.episodes_total
 
     def hyper(self, key: str) -> np.ndarray:
         """The members' values of a :data:`PER_MEMBER` key, as a ``[P, 1]`` float32 column."""
         return np.array([[float(m[key])] for m in self.members], dtype=F32)
-
-    def _reset_envs(self, m: int) -> np.ndarray:
-        """Member ``m``'s envs reset from its seed (its episodes are its own, whatever its pack); their
-        first observations."""
-        return np.asarray(self.envs[m].reset(seed=int(self.members[m]["seed"]) * 10_000)[0])
-
-    def _step_envs(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every member's envs stepped with its ``actions`` ``[P, N]``: observations, rewards,
-        terminated and truncated, ``[P * N, ...]``. A member whose own envs raise gets fresh ones
-        (its step reads as truncated everywhere) and the error, for its next result; the pack's
-        shared vector env raises for all."""
-        if not self.per_member_envs:
-            obs, rewards, terminated, truncated, _ = self.envs[0].step(actions.reshape(-1))
-            return np.asarray(obs), np.asarray(rewards), np.asarray(terminated, bool), np.asarray(truncated, bool)
-        parts: list[tuple[Any, ...]] = []
-        for m, envs in enumerate(self.envs):
-            try:
-                parts.append(envs.step(actions[m])[:4])
-            except Exception:  # noqa: BLE001 - any error of a user's env is its member's failure
-                import traceback
-
-                self.env_errors[m] = traceback.format_exc()
-                try:
-                    envs.close()
-                except Exception:  # noqa: BLE001 - broken already
-                    pass
-                self.envs[m] = make_vector_env(self.members[m]["env"], self.members[m]["env_config"], self.N)
-                self.counting[m * self.N:(m + 1) * self.N] = False
-                parts.append((self._reset_envs(m), np.zeros(self.N), np.zeros(self.N, dtype=bool),
-                              np.ones(self.N, dtype=bool)))
-        obs, rewards, terminated, truncated = (np.concatenate([np.asarray(p[i]) for p in parts]) for i in range(4))
-        return obs, rewards, terminated.astype(bool), truncated.astype(bool)
-
-    def _flat_obs(self, obs: np.ndarray) -> np.ndarray:
-        return np.asarray(obs, dtype=F32).reshape(self.P, self.N, self.obs_dim)
 
     # -- sampling -----------------------------------------------------------------------------------
     def sample(self) -> dict[str, np.ndarray]:
@@ -219,39 +166,18 @@ class PopulationPPO:
                **{k: np.empty((T, P, N), dtype=F32) for k in ("logp", "rewards", "terminated", "done", "valid")},
                "actions": np.empty((T, P, N), dtype=np.int64)}
         for t in range(T):
-            out["obs"][t] = self.obs
-            logits, values = self.nets.outputs(self.obs)
+            out["obs"][t] = self.envs.obs
+            logits, values = self.nets.outputs(self.envs.obs)
             log_probs = log_softmax(logits)
             actions = (log_probs - np.log(-np.log(self.rng.random(log_probs.shape, dtype=F32)))).argmax(-1)
             out["actions"][t] = actions
             out["logp"][t] = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
             out["values"][t] = values
-            next_obs, rewards, terminated, truncated = self._step_envs(actions)
-            valid = ~self.resetting
-            done = (terminated | truncated) & valid
-            self._count_episodes(rewards, valid, done)
-            out["rewards"][t] = np.where(valid, rewards, 0.0).reshape(P, N)
-            out["terminated"][t] = (terminated & valid).reshape(P, N)
-            out["done"][t] = done.reshape(P, N)
-            out["valid"][t] = valid.reshape(P, N)
-            self.resetting = done
-            self.obs = self._flat_obs(next_obs)
-        out["values"][T] = self.nets.outputs(self.obs)[1]
+            step = self.envs.step(actions)
+            for key in ("rewards", "terminated", "done", "valid"):
+                out[key][t] = step[key]
+        out["values"][T] = self.nets.outputs(self.envs.obs)[1]
         return out
-
-    def _count_episodes(self, rewards: np.ndarray, valid: np.ndarray, done: np.ndarray) -> None:
-        self.running_return += np.where(valid, rewards, 0.0)
-        self.running_length += valid
-        self.env_steps += valid.reshape(self.P, self.N).sum(axis=1) * self._learning
-        learning_envs = np.repeat(self._learning, self.N)
-        self.counting &= learning_envs
-        for i in np.flatnonzero(done):
-            member = i // self.N
-            if self.counting[i]:
-                self.episodes[member].append((float(self.running_return[i]), int(self.running_length[i])))
-                self.episodes_total[member] += 1
-            self.running_return[i], self.running_length[i] = 0.0, 0
-            self.counting[i] = learning_envs[i]  # the next episode is the member's from its first step
 
     # -- learning -----------------------------------------------------------------------------------
     def advantages(self, batch: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -327,24 +253,19 @@ class PopulationPPO:
         per learning member, PPO's keys, in order. A member whose loss or parameters are no longer
         finite has ``"error"`` in its result."""
         chosen = list(range(self.P)) if learning is None else sorted(int(m) for m in learning)
-        self._learning = np.zeros(self.P, dtype=bool)
-        self._learning[chosen] = True
+        self.envs.learning = np.zeros(self.P, dtype=bool)
+        self.envs.learning[chosen] = True
         batch = self.sample()
         with np.errstate(all="ignore"):  # a member that diverges is told below, by name
             stats = self.learn(batch) if len(chosen) == self.P else self._learn_subset(batch, chosen)
         self.iteration += 1
         results = []
         for i, m in enumerate(chosen):
-            returns = [r for r, _ in self.episodes[m]]
-            lengths = [n for _, n in self.episodes[m]]
             result: dict[str, Any] = {
-                "env_steps_total": int(self.env_steps[m]), "episodes_total": int(self.episodes_total[m]),
-                "episode_return_mean": float(np.mean(returns)) if returns else math.nan,
-                "episode_len_mean": float(np.mean(lengths)) if lengths else math.nan,
-                "cur_lr": float(self.members[m]["lr"]), "members_learning": len(chosen),
+                **self.envs.episode_stats(m), "cur_lr": float(self.members[m]["lr"]), "members_learning": len(chosen),
                 **{k: float(v[i]) for k, v in stats.items()}}
-            if m in self.env_errors:
-                result["error"] = f"member {m}'s env raised:\n{self.env_errors.pop(m)}"
+            if m in self.envs.errors:
+                result["error"] = f"member {m}'s env raised:\n{self.envs.errors.pop(m)}"
             elif not (all(math.isfinite(float(v[i])) for v in stats.values()) and np.isfinite(self.nets.flat[m]).all()):
                 result["error"] = (f"member {m}'s loss or parameters are not finite (lr {self.members[m]['lr']!r}): "
                                    f"{ {k: float(v[i]) for k, v in stats.items()} }")
@@ -371,22 +292,14 @@ class PopulationPPO:
         self.members[m] = check_pack([{**config, **{k: self.members[m][k] for k in SIGNATURE}}])[0]
         self.nets.initialise(m, int(self.members[m]["seed"]))
         self.adam.reset(m)
-        self.env_steps[m], self.episodes_total[m] = 0, 0
-        self.episodes[m].clear()
-        self.env_errors.pop(m, None)
-        envs = slice(m * self.N, (m + 1) * self.N)
-        if self.per_member_envs:  # its envs start anew from its seed, as a trial's own would
-            self.obs[m] = self._reset_envs(m).reshape(self.N, self.obs_dim)
-            self.resetting[envs], self.running_return[envs], self.running_length[envs] = False, 0.0, 0
-        self.counting[envs] = self.per_member_envs  # else its envs' running episodes are not its own
+        self.envs.join(m)
 
     # -- one member: its checkpoint, an exploit inside the pack -------------------------------------------
     def member_state(self, m: int) -> dict[str, Any]:
         """Member ``m``'s slice of the pack: its parameters, Adam moments and step count, its
         config, env steps and episode window (copies: the pack goes on without touching them)."""
         return {"params": self.nets.flat[m].copy(), **self.adam.member_state(m),
-                "config": dict(self.members[m]), "env_steps": int(self.env_steps[m]),
-                "episodes_total": int(self.episodes_total[m]), "episodes": list(self.episodes[m])}
+                "config": dict(self.members[m]), **self.envs.counts(m)}
 
     def load_member_state(self, m: int, state: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> None:
         """Member ``m`` takes ``state`` (:meth:`member_state` of this pack's member or another's of
@@ -410,17 +323,14 @@ class PopulationPPO:
     def restart_counts(self, m: int, env_steps: int, episodes_total: int, episodes: Sequence[tuple[float, int]]) -> None:
         """Member ``m``'s env steps, episode count and window are these (a restore's or an exploit's;
         its envs go on with the episodes they are in, as a trial's own do)."""
-        self.env_steps[m], self.episodes_total[m] = env_steps, episodes_total
-        self.episodes[m] = deque(((float(r), int(n)) for r, n in episodes), maxlen=WINDOW)
+        self.envs.restart_counts(m, env_steps, episodes_total, episodes)
 
     def exploit(self, target: int, donor: int, config: Mapping[str, Any]) -> None:
         """PBT inside the pack: member ``target`` takes ``donor``'s network and optimiser state (a
         slice copied, no checkpoint written) and learns on with ``config``'s hyperparameters; its
         own env steps and episodes stay its own, as a trial's curve does after an exploit."""
-        state = {**self.member_state(donor), "env_steps": int(self.env_steps[target]),
-                 "episodes_total": int(self.episodes_total[target]), "episodes": list(self.episodes[target])}
+        state = {**self.member_state(donor), **self.envs.counts(target)}
         self.load_member_state(target, state, config)
 
     def stop(self) -> None:
-        for envs in getattr(self, "envs", []):
-            envs.close()
+        self.envs.stop()
