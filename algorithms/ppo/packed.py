@@ -4,9 +4,10 @@
 Discrete actions, sampling in the learner's process, nothing set that the population learner does
 not do, and a network that stacks: the built-in separate tanh MLP, or a user's module that runs
 under ``torch.func.vmap``) and which configs share a pack: those of equal signature
-(:data:`~algorithms.ppo.population.SIGNATURE`: env, network, envs, batch, minibatch, epochs). :class:`PackedPPO` is the trainable each member runs in its pack's actor (see
-``tuner.trainable.pack``): it joins the pack's population in a slot, and its step, checkpoint,
-restore and config changes are that slot's.
+(:data:`~algorithms.ppo.population.SIGNATURE`: env, network, envs, batch, minibatch, epochs).
+:class:`PackedPPO` is the trainable each member runs in its pack's actor
+(``algorithms/core/packed_member.py``: it joins the pack's population in a slot, and its step,
+checkpoint, restore and config changes are that slot's).
 
 A member's checkpoint is a PPO checkpoint (the same files, policy and Adam state): ``load_agent``
 and ``PPO.from_checkpoint`` load it, and a sweep resumed with ``pack_trials=False`` continues it as
@@ -15,53 +16,35 @@ an unpacked PPO trial (and the other way round).
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Any, Hashable, Mapping
 
 import numpy as np
 
-from algorithms.core.agent import write_agent_file
-from algorithms.core.resolved_trial import ResolvedTrial, same_config
-from algorithms.core.trainer import STATE_FILE, DistributedTrainer
-from algorithms.ppo.population import PER_MEMBER, SIGNATURE, PopulationPPO, shape_value
+from algorithms.core.packed_member import PackedMember, member_blocker, shape_value
+from algorithms.core.trainer import DistributedTrainer
+from algorithms.ppo.population import PER_MEMBER, SIGNATURE, PopulationPPO
 from algorithms.sampling.population_envs import WINDOW
-from tuner.trainable import pack as packs
-from tuner.trainable.trainable import Trainable
-from tuner.trainable.checkpoint import atomic_file
 
 __all__ = ["PackedPPO", "member_config", "pack_signature"]
-
-#: Keys a member may set to anything (its resources; which of PPO's learners it would use alone).
-_FREE = {"seed", "learner", "num_cpus_for_learner", "num_cpus_per_worker", "preprocessing", "model", "hidden_sizes",
-         "activation"}
 
 
 def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
     """``(signature, how)`` for a trial of PPO (``trainer``) and ``config`` that can be a pack's
     member, else ``(None, why not)`` (see ``Trainable.pack_signature``)."""
-    import gymnasium as gym
-
     prepared = trainer.prepare_trial(config)
-    c, default = prepared.config, trainer.resolve_config({"env": prepared.config["env"]})
-    model = c["model"]
-    if not (isinstance(model, Mapping) or callable(model)):
-        return None, f"config key 'model' is {model!r}: a packed member is the built-in MLP or a module factory"
-    if c["num_workers"] != 0:  # said first: what "auto" set with it follows from it
-        return None, f"config key 'num_workers' is {c['num_workers']!r}: a packed member samples in its pack's process (0)"
-    for key in sorted(k for k in set(c) - set(SIGNATURE) - set(PER_MEMBER) - _FREE if not k.startswith("_")):
-        if repr(c[key]) != repr(default.get(key)):
-            return None, f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
-    obs, act = prepared.observation_space, prepared.action_space
-    if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete)):
-        return None, f"its env has {obs} and {act}: a packed member takes a flat Box observation and Discrete actions"
+    c = prepared.config
+    why_not = member_blocker(trainer, c, prepared, set(SIGNATURE) | set(PER_MEMBER))
+    if why_not is not None:
+        return None, why_not
     if c["train_batch_size"] % c["num_envs_per_worker"]:
         return None, (f"train_batch_size ({c['train_batch_size']}) is not a multiple of num_envs_per_worker "
                       f"({c['num_envs_per_worker']})")
+    model = c["model"]
     if callable(model):
         from algorithms.ppo.population_module import stack_check
 
-        why_not = stack_check(model, c["model_config"], obs, act, shape_value(model))
+        why_not = stack_check(model, c["model_config"], prepared.observation_space, prepared.action_space,
+                              shape_value(model))
         if why_not is not None:
             return None, f"config key 'model' is {getattr(model, '__qualname__', model)}: {why_not}"
         network = f"{getattr(model, '__qualname__', model)}'s module a member, stacked with torch.func"
@@ -89,78 +72,23 @@ def member_config(c: Mapping[str, Any]) -> dict[str, Any]:
     return member
 
 
-class PackedPPO(Trainable):
+class PackedPPO(PackedMember):
     """A PPO trial as one member of its pack's ``PopulationPPO`` (see the module docstring)."""
 
-    def setup(self, config: dict[str, Any]) -> None:
-        self._member = member_config(self._resolved(config))
-        # the env as the driver resolved it: a registered name's creator travels with the trial
-        self._env = self.get_trial_info().prepared.env  # type: ignore[union-attr]
-        if self._member["seed"] is None:
-            self._member["seed"] = int(np.random.default_rng().integers(2**31))
-        self._pack = packs.current_pack()
-        self._slot = packs.current_slot()
-        self._population: PopulationPPO = self._pack.population(self._build)
-        self._pack.join(self._slot, self._member)
+    algorithm = "PPO"
+    signature = SIGNATURE
 
-    def _resolved(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config`` as the driver resolved it for this trial (a member runs only in a sweep)."""
-        info = self.get_trial_info()
-        prepared = getattr(info, "prepared", None)
-        if not isinstance(prepared, ResolvedTrial) or not same_config(prepared.given, config):
-            raise RuntimeError("packed PPO: a member's config is resolved by the sweep's driver; run PPO itself "
-                               "outside a sweep")
-        return dict(prepared.config)
+    def member_config(self, c: Mapping[str, Any]) -> dict[str, Any]:
+        return member_config(c)
 
-    def _build(self) -> PopulationPPO:
-        # Every slot starts as this member's shape; a slot learns only once a member joins it.
-        return PopulationPPO([{**self._member, "env": self._env, "seed": self._member["seed"] + m}
-                              for m in range(self._pack.capacity)])
+    def build_population(self, members: list[dict[str, Any]]) -> PopulationPPO:
+        return PopulationPPO(members)
 
-    def step(self) -> dict[str, Any]:
-        result = self._pack.step(self._slot)
-        if "error" in result:
-            raise FloatingPointError(f"packed PPO: {result['error']}")
-        result.update(learner="packed", pack_size=len(self._pack.members), pack_id=f"{socket.gethostname()}:{os.getpid()}",
-                      num_workers=0,
-                      sampling_layout=f"in a pack of {self._pack.capacity}: {self._member['num_envs_per_worker']} envs")
-        return result
+    def member_state(self, population: Any, slot: int, seed: int) -> dict[str, Any]:
+        return ppo_state(population, slot, seed)
 
-    # -- checkpoints: PPO's files ------------------------------------------------------------------
-    def save_checkpoint(self, checkpoint_dir: str) -> None:
-        import torch
-
-        with self._pack.locked() as population:
-            state = ppo_state(population, self._slot, int(self._member["seed"]))
-        with atomic_file(os.path.join(checkpoint_dir, STATE_FILE)) as f:
-            torch.save(state, f)
-        write_agent_file(checkpoint_dir, "PPO", self.config)
-        self._pack.remember(self._slot, os.path.abspath(checkpoint_dir), state)  # for a PBT exploit in this pack
-
-    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
-        import torch
-
-        if not isinstance(checkpoint, str):
-            raise ValueError(f"packed PPO: expected a checkpoint directory, got {type(checkpoint).__name__}")
-        state = self._pack.recall(os.path.abspath(checkpoint))
-        if state is None:
-            state = torch.load(os.path.join(checkpoint, STATE_FILE), map_location="cpu", weights_only=True)
-        with self._pack.locked() as population:
-            load_ppo_state(population, self._slot, state)
-        self._member["seed"] = int(state["counters"].get("seed", self._member["seed"]))
-
-    def reset_config(self, new_config: dict[str, Any]) -> bool:
-        member = member_config(self._resolved(new_config))  # the trial actor set the new config's info
-        if any(shape_value(member[key]) != shape_value(self._member[key]) for key in SIGNATURE):
-            return False  # another shape: rebuilt (a new member in this slot)
-        member["seed"] = self._member["seed"] if member["seed"] is None else member["seed"]
-        with self._pack.locked() as population:
-            population.configure(self._slot, member)
-        self._member = member
-        return True
-
-    def cleanup(self) -> None:
-        self._pack.leave(self._slot)
+    def load_member_state(self, population: Any, slot: int, state: Mapping[str, Any]) -> None:
+        load_ppo_state(population, slot, state)
 
 
 def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from algorithms.sampling.population_envs import PopulationEnvs
+from algorithms.core.packed_member import shape_value
 from algorithms.optim.population_adam import PopulationAdam
 from algorithms.ppo.population_mlp import F32, PackedNetworks, keep_freed_memory, log_softmax
 
@@ -75,15 +76,6 @@ class PopulationNetworks(Protocol):
 
     def load_buffers(self, m: int, state: Mapping[str, Any]) -> None:
         """Member ``m``'s tensors that are not learnt, from a checkpoint's policy."""
-
-
-def shape_value(value: Any) -> str:
-    """A signature key's value as members compare it: a callable (a user's model factory) by its
-    definition, since each member's copy arrives by pickle as an object of its own; else its repr."""
-    code = getattr(value, "__code__", None)
-    if callable(value) and hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', '')}.{value.__qualname__}:{code.co_firstlineno if code else ''}"
-    return repr(value)
 
 
 def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
