@@ -18,7 +18,7 @@ Its defaults, and why each: docs/algorithms.md (DQN).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -31,6 +31,7 @@ from algorithms.core.common_config import check
 from algorithms.data.prioritized_replay import PrioritizedReplayBuffer
 from algorithms.data.replay_buffer import ReplayBuffer
 from schedulers.validation import is_int, is_number
+from tuner.trainable.trainable import Trainable
 
 if TYPE_CHECKING:
     import torch
@@ -352,6 +353,25 @@ class DQN(OffPolicyTrainer):
     #: Whether rollout actors give their transitions' first priorities (Ape-X's); else a new
     #: transition takes the largest priority so far (the prioritized replay paper's).
     _actor_priorities: ClassVar[bool] = False
+
+    # -- packed trials (algorithms/dqn/packed.py) -----------------------------------------------
+    @classmethod
+    def pack_signature(cls, config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+        from algorithms.dqn.packed import pack_signature
+
+        return pack_signature(cls, config)
+
+    @classmethod
+    def pack_shape_keys(cls) -> tuple[str, ...]:
+        from algorithms.dqn.population import SIGNATURE
+
+        return tuple(SIGNATURE)
+
+    @classmethod
+    def packed_trainable(cls) -> type[Trainable] | None:
+        from algorithms.dqn.packed import PackedDQN
+
+        return PackedDQN if cls is DQN else None  # a subclass (Ape-X) changes what a member would do
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:

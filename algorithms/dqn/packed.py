@@ -1,0 +1,149 @@
+"""DQN trials as members of a pack: the trial side of ``PopulationDQN`` (``tune.run``'s ``pack_trials``).
+
+:func:`pack_signature` says whether a DQN config can be a member (a flat Box observation with
+Discrete actions, sampling in the learner's process, uniform replay, nothing set that the
+population learner does not do, and a Q network that stacks: the built-in MLP, or a user's
+module that runs under ``torch.func.vmap``) and which configs share a pack: those of equal
+signature (:data:`~algorithms.dqn.population.SIGNATURE`: env, network, envs, replay, batch and
+the iteration's cadence). :class:`PackedDQN` is the trainable each member runs in its pack's actor
+(``algorithms/core/packed_member.py``).
+
+A member's checkpoint is a DQN checkpoint (the same files: Q network, target network, Adam state,
+counters): ``load_agent`` and ``DQN.from_checkpoint`` load it, and a sweep resumed with
+``pack_trials=False`` continues it as an unpacked DQN trial (and the other way round). As an
+unpacked trial's by default, it holds no replay buffer: a restored member samples
+``num_steps_sampled_before_learning_starts`` env steps again before it learns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable, Mapping
+
+import numpy as np
+
+from algorithms.core.packed_member import PackedMember, member_blocker, shape_value
+from algorithms.core.trainer import DistributedTrainer
+from algorithms.dqn.population import PER_MEMBER, SIGNATURE, PopulationDQN, build_q
+from algorithms.sampling.population_envs import WINDOW
+
+__all__ = ["PackedDQN", "dqn_state", "load_dqn_state", "member_config", "pack_signature"]
+
+_checked: dict[tuple[str, ...], str | None] = {}
+
+
+def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+    """``(signature, how)`` for a trial of DQN (``trainer``) and ``config`` that can be a pack's
+    member, else ``(None, why not)`` (see ``Trainable.pack_signature``)."""
+    prepared = trainer.prepare_trial(config)
+    c = prepared.config
+    why_not = member_blocker(trainer, c, prepared, set(SIGNATURE) | set(PER_MEMBER))
+    if why_not is not None:
+        return None, why_not
+    member = member_config(c)
+    model = c["model"]
+    if callable(model):
+        name = getattr(model, "__qualname__", repr(model))
+        key = (shape_value(model), repr(member["model_config"]), repr(prepared.observation_space),
+               repr(prepared.action_space))
+        if key not in _checked:
+            _checked[key] = _stack_failure(member, prepared.observation_space, prepared.action_space)
+        if _checked[key] is not None:
+            return None, f"config key 'model' is {name}: {_checked[key]}"
+        network = f"{name}'s Q module a member, stacked with torch.func"
+    else:
+        network = f"a {list(member['hidden_sizes'])} Q network a member, stacked with torch.func"
+    signature = tuple(shape_value(member[key]) for key in SIGNATURE)
+    return signature, (f"DQN on {c['env']!r}, {member['num_envs_per_worker']} envs, a replay buffer and {network} "
+                       f"a pack")
+
+
+def _stack_failure(member: Mapping[str, Any], obs_space: Any, act_space: Any) -> str | None:
+    """None when two copies of the member's Q module stack and learn under ``vmap``, else why."""
+    import torch
+
+    from algorithms.models.stacked import StackedModules
+
+    try:
+        stack = StackedModules([build_q({**member, "seed": seed}, obs_space, act_space) for seed in (0, 1)])
+        obs = torch.from_numpy(np.stack([np.stack([obs_space.sample() for _ in range(4)]) for _ in range(2)])).float()
+        theta = torch.from_numpy(stack.flat).requires_grad_()
+        stack.call(theta, stack.acting_buffers(), obs).sum().backward()
+    except Exception as error:  # noqa: BLE001 - any failure of a user's module means it does not stack
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f"its module does not stack under torch.func.vmap ({type(error).__name__}: {first})"
+    return None
+
+
+def member_config(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved DQN config as a ``PopulationDQN`` member's (``seed`` None stays None)."""
+    member = {key: c[key] for key in SIGNATURE if key not in ("hidden_sizes", "activation", "model", "model_config")}
+    if callable(c["model"]):
+        member.update(model=c["model"], model_config=dict(c["model_config"]),
+                      hidden_sizes=SIGNATURE["hidden_sizes"], activation=SIGNATURE["activation"])
+    else:
+        member.update(model=None, model_config={}, hidden_sizes=list(c["model"]["hidden_sizes"]),
+                      activation=c["model"]["activation"])
+    member.update({key: c[key] for key in PER_MEMBER})
+    return member
+
+
+class PackedDQN(PackedMember):
+    """A DQN trial as one member of its pack's ``PopulationDQN`` (see the module docstring)."""
+
+    algorithm = "DQN"
+    signature = SIGNATURE
+
+    def member_config(self, c: Mapping[str, Any]) -> dict[str, Any]:
+        return member_config(c)
+
+    def build_population(self, members: list[dict[str, Any]]) -> PopulationDQN:
+        return PopulationDQN(members)
+
+    def member_state(self, population: Any, slot: int, seed: int) -> dict[str, Any]:
+        return dqn_state(population, slot, seed)
+
+    def load_member_state(self, population: Any, slot: int, state: Mapping[str, Any]) -> None:
+        load_dqn_state(population, slot, state)
+
+
+def dqn_state(population: PopulationDQN, m: int, seed: int) -> dict[str, Any]:
+    """Member ``m``'s state as a DQN trainer's checkpoint (``trainer_state.pt``) holds it."""
+    import torch
+
+    q = population.q
+    counts = population.envs.counts(m)
+    episodes = counts["episodes"]
+    return {
+        "format": 1, "algorithm": "DQN", "policy": q.state_dict(m),
+        "counters": {"env_steps_total": counts["env_steps"], "seed": seed},
+        "episode_window": {"returns": [r for r, _ in episodes], "lens": [n for _, n in episodes],
+                           "episodes_total": counts["episodes_total"]},
+        "learner": {"optimizers": {"q": population.adam.torch_state(m, q.named_slices())},
+                    "torch_rng": torch.Generator().manual_seed(seed).get_state(),
+                    "replay_rng": population.replay_rngs[m].bit_generator.state,
+                    "num_updates": int(population.num_updates[m]), "buffer": None,
+                    "last_target_update": int(population.last_target_update[m]),
+                    "target": q.state_dict(m, population.target)},
+        "evaluation": None, "normalizer": None,
+    }
+
+
+def load_dqn_state(population: PopulationDQN, m: int, state: Mapping[str, Any]) -> None:
+    """Member ``m`` takes a DQN checkpoint's state (:func:`dqn_state`'s, or an unpacked DQN trial's
+    of the same network); a network of another shape is a ValueError naming ``pack_trials``."""
+    q, learner = population.q, state["learner"]
+    q.load_state_dict(m, learner["target"], population.target)  # the online network's buffers win, below
+    q.load_state_dict(m, state["policy"])
+    population.adam.load_torch_state(m, learner["optimizers"].get("q") or {}, q.named_slices())
+    population.replay_rngs[m].bit_generator.state = learner["replay_rng"]
+    population.num_updates[m] = int(learner["num_updates"])
+    population.last_target_update[m] = int(learner["last_target_update"])
+    buffer = population.buffers[m]
+    buffer.clear()
+    if learner.get("buffer") is not None:  # an unpacked trial's that kept its buffer
+        buffer.load_state({key: value.numpy() if hasattr(value, "numpy") else value
+                           for key, value in learner["buffer"].items()})
+    population.assemble[m].reset()
+    window = state["episode_window"]
+    population.restart_counts(m, int(state["counters"]["env_steps_total"]), int(window.get("episodes_total", 0)),
+                              list(zip(window["returns"], window["lens"]))[-WINDOW:])
