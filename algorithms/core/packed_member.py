@@ -44,14 +44,15 @@ def shape_value(value: Any) -> str:
 
 
 def member_blocker(trainer: type[DistributedTrainer], c: Mapping[str, Any], prepared: Any,
-                   own_keys: set[str]) -> str | None:
+                   own_keys: set[str], actions: type | None = None) -> str | None:
     """Why a trial of ``trainer`` with the resolved config ``c`` cannot be a member, or None:
     a network that is neither the built-in one nor a module factory, rollout actors (a member
     samples in its pack's process), a key outside ``own_keys`` (the population's signature and
-    per-member keys) set off its default, an env other than a flat Box observation with Discrete
-    actions."""
+    per-member keys) set off its default, an env other than a flat Box observation with actions of
+    the ``actions`` space (default Discrete; a Box's bounded)."""
     import gymnasium as gym
 
+    actions = gym.spaces.Discrete if actions is None else actions
     model = c["model"]
     if not (isinstance(model, Mapping) or callable(model)):
         return f"config key 'model' is {model!r}: a packed member is the built-in network or a module factory"
@@ -62,8 +63,10 @@ def member_blocker(trainer: type[DistributedTrainer], c: Mapping[str, Any], prep
         if repr(c[key]) != repr(default.get(key)):
             return f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
     obs, act = prepared.observation_space, prepared.action_space
-    if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, gym.spaces.Discrete)):
-        return f"its env has {obs} and {act}: a packed member takes a flat Box observation and Discrete actions"
+    bounded = not isinstance(act, gym.spaces.Box) or bool(np.all(np.isfinite(act.low)) and np.all(np.isfinite(act.high)))
+    if not (isinstance(obs, gym.spaces.Box) and len(obs.shape) == 1 and isinstance(act, actions) and bounded):
+        kind = "bounded Box" if actions is gym.spaces.Box else actions.__name__
+        return f"its env has {obs} and {act}: a packed member takes a flat Box observation and {kind} actions"
     return None
 
 

@@ -61,17 +61,14 @@ def _stack_failure(member: Mapping[str, Any], obs_space: Any, act_space: Any) ->
     """None when two copies of the member's Q module stack and learn under ``vmap``, else why."""
     import torch
 
-    from algorithms.models.stacked import StackedModules
+    from algorithms.models.stacked import stack_failure
 
     try:
-        stack = StackedModules([build_q({**member, "seed": seed}, obs_space, act_space) for seed in (0, 1)])
-        obs = torch.from_numpy(np.stack([np.stack([obs_space.sample() for _ in range(4)]) for _ in range(2)])).float()
-        theta = torch.from_numpy(stack.flat).requires_grad_()
-        stack.call(theta, stack.acting_buffers(), obs).sum().backward()
-    except Exception as error:  # noqa: BLE001 - any failure of a user's module means it does not stack
-        first = (str(error).strip().splitlines() or [""])[0]
-        return f"its module does not stack under torch.func.vmap ({type(error).__name__}: {first})"
-    return None
+        modules = [build_q({**member, "seed": seed}, obs_space, act_space) for seed in (0, 1)]
+    except ValueError as error:  # the module breaks the contract: the unpacked trial says how
+        return str(error)
+    obs = torch.from_numpy(np.stack([np.stack([obs_space.sample() for _ in range(4)]) for _ in range(2)])).float()
+    return stack_failure(modules, obs)
 
 
 def member_config(c: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 F32 = np.float32
 
-__all__ = ["StackedModules"]
+__all__ = ["StackedModules", "stack_failure"]
 
 
 class StackedModules:
@@ -140,3 +140,20 @@ class StackedModules:
             return functional_call(self.base, (p, b), xs)
 
         return vmap(one)(params, dict(buffers), *inputs)
+
+
+def stack_failure(modules: Sequence[nn.Module], *inputs: torch.Tensor) -> str | None:
+    """None when ``modules`` (copies of one module) stack and their forward and backward run under
+    ``vmap`` on ``inputs`` (each ``[len(modules), ...]``), else why not, in one line naming the error."""
+    import torch
+
+    try:
+        stack = StackedModules(modules)
+        theta = torch.from_numpy(stack.flat).requires_grad_()
+        outputs = stack.call(theta, stack.acting_buffers(), *inputs)
+        leaves = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        sum(leaf.float().sum() for leaf in leaves).backward()
+    except Exception as error:  # noqa: BLE001 - any failure of a user's module means it does not stack
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f"its module does not stack under torch.func.vmap ({type(error).__name__}: {first})"
+    return None

@@ -20,7 +20,7 @@ Its defaults, and why each: docs/algorithms.md (SAC).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from algorithms.data.observations import Obs, ObsSpace, to_tensors
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
 from algorithms.core.common_config import check
 from schedulers.validation import is_number
+from tuner.trainable.trainable import Trainable
 
 if TYPE_CHECKING:
     import torch
@@ -262,6 +263,25 @@ class SAC(OffPolicyTrainer):
     _rebuild_keys = OffPolicyTrainer._rebuild_keys + ("twin_q",)
     _model_defaults = {"hidden_sizes": [256, 256], "activation": "relu", "shared_layers": False}
     _takes_model_callable = True
+
+    # -- packed trials (algorithms/sac/packed.py) -----------------------------------------------
+    @classmethod
+    def pack_signature(cls, config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
+        from algorithms.sac.packed import pack_signature
+
+        return pack_signature(cls, config)
+
+    @classmethod
+    def pack_shape_keys(cls) -> tuple[str, ...]:
+        from algorithms.sac.population import SIGNATURE
+
+        return tuple(SIGNATURE)
+
+    @classmethod
+    def packed_trainable(cls) -> type[Trainable] | None:
+        from algorithms.sac.packed import PackedSAC
+
+        return PackedSAC if cls is SAC else None  # a subclass may change what a member would do
 
     @classmethod
     def validate_algorithm_config(cls, c: dict[str, Any], given: dict[str, Any]) -> None:

@@ -36,9 +36,11 @@ __all__ = ["PopulationEnvs", "WINDOW"]
 class PopulationEnvs:
     """The pack's envs and each member's counts (see the module docstring). ``members``: each
     member's ``env``, ``env_config`` and ``seed`` (the first's env is every member's); ``what``
-    names the learner in errors."""
+    names the learner in errors; ``actions``: the action space's kind the learner takes (a Box's
+    bounded)."""
 
-    def __init__(self, members: list[dict[str, Any]], num_envs: int, what: str) -> None:
+    def __init__(self, members: list[dict[str, Any]], num_envs: int, what: str,
+                 actions: type[gym.Space] = gym.spaces.Discrete) -> None:
         self.members = members  # the learner's list, shared: a member's seed as the learner has it
         self.P, self.N = len(self.members), int(num_envs)
         first = self.members[0]
@@ -52,12 +54,15 @@ class PopulationEnvs:
             self.envs = [make_vector_env(self._env, self._env_config, self.P * self.N)]
         self.errors: dict[int, str] = {}  # member -> the traceback of its env's failure, until reported
         obs_space, act_space = self.envs[0].single_observation_space, self.envs[0].single_action_space
-        if not (isinstance(obs_space, gym.spaces.Box) and isinstance(act_space, gym.spaces.Discrete)):
+        bounded = not isinstance(act_space, gym.spaces.Box) or bool(
+            np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high)))
+        if not (isinstance(obs_space, gym.spaces.Box) and isinstance(act_space, actions) and bounded):
             self.stop()
-            raise ValueError(f"pack_trials: packed {what} takes a Box observation and Discrete actions; env "
-                             f"{self._env!r} has {obs_space} and {act_space}")
+            raise ValueError(f"pack_trials: packed {what} takes a Box observation and {'bounded ' * (actions is gym.spaces.Box)}"
+                             f"{actions.__name__} actions; env {self._env!r} has {obs_space} and {act_space}")
         self.observation_space, self.action_space = obs_space, act_space
-        self.obs_dim, self.num_actions = int(np.prod(obs_space.shape)), int(act_space.n)
+        self.obs_dim = int(np.prod(obs_space.shape))
+        self.num_actions = int(act_space.n) if isinstance(act_space, gym.spaces.Discrete) else 0
         if self.per_member:
             self.obs = self._flat(np.concatenate([self._reset(m) for m in range(self.P)]))
         else:  # one seed for the pack's envs: a member's episodes depend on its pack
@@ -79,7 +84,7 @@ class PopulationEnvs:
         return np.asarray(self.envs[m].reset(seed=int(self.members[m]["seed"]) * 10_000)[0])
 
     def step(self, actions: np.ndarray) -> dict[str, np.ndarray]:
-        """Every env stepped with ``actions`` ``[P, N]``; :attr:`obs` becomes the next
+        """Every env stepped with ``actions`` ``[P, N, *action_shape]``; :attr:`obs` becomes the next
         observations. Returns ``[P, N]`` arrays: ``rewards`` (0 on reset steps), ``terminated``,
         ``done`` (bool, real steps only), ``valid`` (False on the NEXT_STEP reset steps) and
         ``next_obs`` ``[P, N, obs_dim]`` (for a done step the episode's final observation)."""
@@ -96,7 +101,7 @@ class PopulationEnvs:
 
     def _step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if not self.per_member:
-            obs, rewards, terminated, truncated, _ = self.envs[0].step(actions.reshape(-1))
+            obs, rewards, terminated, truncated, _ = self.envs[0].step(actions.reshape((-1, *actions.shape[2:])))
             return np.asarray(obs), np.asarray(rewards), np.asarray(terminated, bool), np.asarray(truncated, bool)
         parts: list[tuple[Any, ...]] = []
         for m, envs in enumerate(self.envs):
