@@ -1,4 +1,4 @@
-"""Packed trials against one process per trial (issue 48): 32 PPO (or DQN) configs on CartPole-v1
+"""Packed trials against one process per trial (issue 48): 32 PPO (or DQN, SAC) configs on CartPole-v1
 trained for the same env steps each, as one ``tune.run`` sweep of 32 trials twice in the same run:
 packed (``pack_trials``: ``--packs`` 2 pack actors of 1 CPU each, holding an even share of the
 members as one population learner, ``algorithms/ppo/population.py``: their layers stacked, their
@@ -17,7 +17,9 @@ both (their paired difference: packing must not change what a member learns).
 target_network_update_freq in {250, 500, 1000}; DQN's defaults for the rest but a 64x64 network
 (1 env, 1,000 env steps an iteration, an update of 128 transitions every 4 env steps after the
 first 1,000, double Q, dueling, 3-step returns); the packed learner is
-``algorithms/dqn/population.py``, the unpacked one DQN's torch learner.
+``algorithms/dqn/population.py``, the unpacked one DQN's torch learner. ``--algorithm SAC``: on
+Pendulum-v1, lr and gamma as DQN's, tau in {0.005, 0.01, 0.02}; SAC's defaults for the rest but
+64x64 networks (an update of 256 transitions every env step after the first 100).
 
     python benchmarks/packing.py                      # 32 members, 50k env steps each
     python benchmarks/packing.py --members 4 --steps 4096 --systems packed    # the smoke test
@@ -47,6 +49,7 @@ SHARED = {
     "PPO": {"env": "CartPole-v1", "num_envs_per_worker": 8, "train_batch_size": 2048, "minibatch_size": 512,
             "num_epochs": 10, "hidden_sizes": [64, 64]},
     "DQN": {"env": "CartPole-v1", "hidden_sizes": [64, 64]},
+    "SAC": {"env": "Pendulum-v1", "hidden_sizes": [64, 64]},
 }
 UPDATES_PER_BATCH = 10 * 4  # PPO: epochs x minibatches of a member's batch
 
@@ -62,8 +65,10 @@ def member_configs(algorithm: str, members: int, seed: int) -> list[dict[str, An
                   "gamma": float(rng.choice([0.98, 0.99, 0.995])), "seed": i}
         if algorithm == "PPO":
             config.update(entropy_coeff=float(rng.choice([0.0, 0.01])), clip_param=float(rng.choice([0.1, 0.2, 0.3])))
-        else:
+        elif algorithm == "DQN":
             config.update(target_network_update_freq=int(rng.choice([250, 500, 1000])))
+        else:
+            config.update(tau=float(rng.choice([0.005, 0.01, 0.02])))
         configs.append(config)
     return configs
 
@@ -76,8 +81,10 @@ def search_space(algorithm: str, members: int) -> dict[str, Any]:
              "seed": tune.randint(0, members)}
     if algorithm == "PPO":
         space.update(entropy_coeff=tune.choice([0.0, 0.01]), clip_param=tune.choice([0.1, 0.2, 0.3]))
-    else:
+    elif algorithm == "DQN":
         space.update(target_network_update_freq=tune.choice([250, 500, 1000]))
+    else:
+        space.update(tau=tune.choice([0.005, 0.01, 0.02]))
     return space
 
 
@@ -110,7 +117,7 @@ def run_sweep(algorithm: str, configs: list[dict[str, Any]], steps: int, pack_tr
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--algorithm", default="PPO", help="PPO or DQN")
+    p.add_argument("--algorithm", default="PPO", help="PPO, DQN or SAC")
     p.add_argument("--members", type=int, default=32)
     p.add_argument("--steps", type=int, default=50_000, help="env steps each member trains for")
     p.add_argument("--systems", default="packed,unpacked")
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"--packs: at most --members ({args.members}), got {args.packs}")
     warnings.filterwarnings("ignore")
     configs = member_configs(args.algorithm, args.members, args.seed)
-    print(f"CartPole-v1, {args.members} {args.algorithm} members x {args.steps:,} env steps each; packed: "
+    print(f"{SHARED[args.algorithm]['env']}, {args.members} {args.algorithm} members x {args.steps:,} env steps each; packed: "
           f"{args.packs} packs")
     ray_init(2)
     runs: dict[str, dict[str, Any]] = {}
