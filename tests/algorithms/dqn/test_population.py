@@ -109,3 +109,11 @@ def test_a_pack_learns_cartpole_and_reports_each_member():
         assert max(r["episode_return_mean"] for r in results) > 60  # random play: ~22
     finally:
         pack.stop()
+
+
+def test_a_member_whose_parameters_stop_being_finite_fails_alone(pack):
+    pack.train()
+    pack.q.flat[1, :3] = np.nan
+    results = pack.train()
+    assert "not finite" in results[1]["error"] and "member 1" in results[1]["error"]
+    assert "error" not in results[0] and "error" not in results[2]

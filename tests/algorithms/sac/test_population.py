@@ -107,3 +107,11 @@ def test_a_subset_of_members_learns_and_the_others_stay_as_they_were(pack):
     for now, then in zip((pack.actor.flat[0], pack.critic.flat[0], pack.target[0]), before[:3]):
         np.testing.assert_array_equal(now, then)
     assert float(pack.log_alpha[0, 0]) == before[3]
+
+
+def test_a_member_whose_parameters_stop_being_finite_fails_alone(pack):
+    pack.train()
+    pack.critic.flat[0, :3] = np.nan
+    results = pack.train()
+    assert "not finite" in results[0]["error"] and "member 0" in results[0]["error"]
+    assert "error" not in results[1]
