@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Hashable, Mapping
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from tuner.trainable import pack as packs
 from tuner.trainable.checkpoint import atomic_file
 from tuner.trainable.trainable import Trainable
 
-__all__ = ["PackedMember", "member_blocker", "shape_value"]
+__all__ = ["PackedMember", "member_blocker", "off_policy_signature", "shape_value"]
 
 #: Keys a member may set to anything: its resources, which learner it would use alone, the
 #: built-in network's shorthands (the signature has the network itself).
@@ -68,6 +68,55 @@ def member_blocker(trainer: type[DistributedTrainer], c: Mapping[str, Any], prep
         kind = "bounded Box" if actions is gym.spaces.Box else actions.__name__
         return f"its env has {obs} and {act}: a packed member takes a flat Box observation and {kind} actions"
     return None
+
+
+_stacks: dict[tuple[str, ...], str | None] = {}  # a module's stack check, once per definition and spaces
+
+
+def off_policy_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any], signature: Mapping[str, Any],
+                         per_member: Mapping[str, Any], member_config: Callable[[Mapping[str, Any]], dict[str, Any]],
+                         user_module: Callable[[dict[str, Any], Any, Any], Any], networks: str,
+                         actions: type | None = None) -> tuple[Hashable | None, str]:
+    """``pack_signature`` of an off-policy trainer whose networks are stacked copies (DQN, SAC):
+    ``(signature, how)`` when a trial of ``config`` can be a member, else ``(None, why not)``.
+    ``user_module(member, observation_space, action_space)`` builds the module a ``model``
+    factory makes (tried under ``vmap`` once per factory); ``networks`` names the member's networks."""
+    prepared = trainer.prepare_trial(config)
+    c = prepared.config
+    why_not = member_blocker(trainer, c, prepared, set(signature) | set(per_member), actions=actions)
+    if why_not is not None:
+        return None, why_not
+    member = member_config(c)
+    model = c["model"]
+    if callable(model):
+        name = getattr(model, "__qualname__", repr(model))
+        obs_space, act_space = prepared.observation_space, prepared.action_space
+        key = (shape_value(model), repr(member["model_config"]), repr(obs_space), repr(act_space))
+        if key not in _stacks:
+            _stacks[key] = _stack_failure(member, obs_space, act_space, user_module)
+        if _stacks[key] is not None:
+            return None, f"config key 'model' is {name}: {_stacks[key]}"
+        networks = f"{name}'s {networks}"
+    else:
+        networks = f"{list(member['hidden_sizes'])} {networks}"
+    key_values = tuple(shape_value(member[key]) for key in signature)
+    return key_values, (f"{trainer._name} on {c['env']!r}, {member['num_envs_per_worker']} envs, a replay buffer and "
+                        f"{networks} a member, stacked with torch.func a pack")
+
+
+def _stack_failure(member: Mapping[str, Any], obs_space: Any, act_space: Any,
+                   user_module: Callable[[dict[str, Any], Any, Any], Any]) -> str | None:
+    """None when two copies of the module a member's ``model`` builds stack and learn under ``vmap``."""
+    import torch
+
+    from algorithms.models.stacked import stack_failure
+
+    try:
+        modules = [user_module({**member, "seed": seed}, obs_space, act_space) for seed in (0, 1)]
+    except ValueError as error:  # the module breaks the contract: the unpacked trial says how
+        return str(error)
+    obs = torch.from_numpy(np.stack([np.stack([obs_space.sample() for _ in range(4)]) for _ in range(2)])).float()
+    return stack_failure(modules, obs)
 
 
 class PackedMember(Trainable):

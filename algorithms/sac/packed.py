@@ -18,59 +18,21 @@ from __future__ import annotations
 
 from typing import Any, Hashable, Mapping
 
-import numpy as np
 
-from algorithms.core.packed_member import PackedMember, member_blocker, shape_value
+from algorithms.core.packed_member import PackedMember, off_policy_signature
 from algorithms.core.trainer import DistributedTrainer
 from algorithms.sac.population import PER_MEMBER, SIGNATURE, PopulationSAC, build_networks
 from algorithms.sampling.population_envs import WINDOW
 
 __all__ = ["PackedSAC", "load_sac_state", "member_config", "pack_signature", "sac_state"]
 
-_checked: dict[tuple[str, ...], str | None] = {}
-
-
 def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any]) -> tuple[Hashable | None, str]:
     """``(signature, how)`` for a trial of SAC (``trainer``) and ``config`` that can be a pack's
     member, else ``(None, why not)`` (see ``Trainable.pack_signature``)."""
     import gymnasium as gym
 
-    prepared = trainer.prepare_trial(config)
-    c = prepared.config
-    why_not = member_blocker(trainer, c, prepared, set(SIGNATURE) | set(PER_MEMBER),
-                             actions=gym.spaces.Box)
-    if why_not is not None:
-        return None, why_not
-    member = member_config(c)
-    model = c["model"]
-    if callable(model):
-        name = getattr(model, "__qualname__", repr(model))
-        key = (shape_value(model), repr(member["model_config"]), repr(prepared.observation_space),
-               repr(prepared.action_space))
-        if key not in _checked:
-            _checked[key] = _stack_failure(member, prepared.observation_space, prepared.action_space)
-        if _checked[key] is not None:
-            return None, f"config key 'model' is {name}: {_checked[key]}"
-        network = f"{name}'s actor module and {list(member['hidden_sizes'])} critics a member, stacked with torch.func"
-    else:
-        network = f"{list(member['hidden_sizes'])} actor and critics a member, stacked with torch.func"
-    signature = tuple(shape_value(member[key]) for key in SIGNATURE)
-    return signature, (f"SAC on {c['env']!r}, {member['num_envs_per_worker']} envs, a replay buffer and {network} "
-                       f"a pack")
-
-
-def _stack_failure(member: Mapping[str, Any], obs_space: Any, act_space: Any) -> str | None:
-    """None when two copies of the member's actor module stack and learn under ``vmap``, else why."""
-    import torch
-
-    from algorithms.models.stacked import stack_failure
-
-    try:
-        actors = [build_networks({**member, "seed": seed}, obs_space, act_space)[0] for seed in (0, 1)]
-    except ValueError as error:  # the module breaks the contract: the unpacked trial says how
-        return str(error)
-    obs = torch.from_numpy(np.stack([np.stack([obs_space.sample() for _ in range(4)]) for _ in range(2)])).float()
-    return stack_failure(actors, obs)
+    return off_policy_signature(trainer, config, SIGNATURE, PER_MEMBER, member_config,
+                                lambda member, obs_space, act_space: build_networks(member, obs_space, act_space)[0], "actor and critics", actions=gym.spaces.Box)
 
 
 def member_config(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,14 +107,7 @@ def load_sac_state(population: PopulationSAC, m: int, state: Mapping[str, Any]) 
     adams["actor"].load_torch_state(m, optimizers.get("actor") or {}, actor.named_slices())
     adams["critic"].load_torch_state(m, optimizers.get("critic") or {}, critic.named_slices())
     adams["alpha"].load_torch_state(m, optimizers.get("alpha") or {}, _ALPHA)
-    population.replay_rngs[m].bit_generator.state = learner["replay_rng"]
-    population.num_updates[m] = int(learner["num_updates"])
-    buffer = population.buffers[m]
-    buffer.clear()
-    if learner.get("buffer") is not None:  # an unpacked trial's that kept its buffer
-        buffer.load_state({key: value.numpy() if hasattr(value, "numpy") else value
-                           for key, value in learner["buffer"].items()})
-    population.assemble[m].reset()
+    population.load_replay_state(m, learner)
     window = state["episode_window"]
     population.restart_counts(m, int(state["counters"]["env_steps_total"]), int(window.get("episodes_total", 0)),
                               list(zip(window["returns"], window["lens"]))[-WINDOW:])

@@ -42,7 +42,7 @@ def test_asha_stops_dqn_members_and_their_checkpoints_are_dqn_agents(ray_session
                         storage_path=str(tmp_path), name="asha", verbose=1, pack_trials=4)
     said = capsys.readouterr().out
     assert said.count("pack_trials=4: trials of DQN run packed, up to 4 to a process (DQN on 'CartPole-v1', 2 envs, "
-                      "a replay buffer and a [16] Q network a member, stacked with torch.func a pack)") == 1, said
+                      "a replay buffer and [16] Q network a member, stacked with torch.func a pack)") == 1, said
     _iterations_once_each(analysis)
     last = {t.config["lr"]: t.last_result for t in analysis.trials}
     assert all(r["learner"] == "packed" and r["num_updates"] > 0 for r in last.values())
@@ -111,5 +111,5 @@ def test_a_dqn_config_that_cannot_pack_runs_unpacked_and_a_q_module_that_stacks_
                         stop={"training_iteration": 2}, storage_path=str(tmp_path), name="own", verbose=1,
                         pack_trials=2)
     said = capsys.readouterr().out
-    assert "q_model's Q module a member, stacked with torch.func" in said, said
+    assert "q_model's Q network a member, stacked with torch.func" in said, said
     assert [t.last_result["learner"] for t in analysis.trials] == ["packed", "packed"]

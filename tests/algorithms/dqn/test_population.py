@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.dqn.population import PopulationDQN, build_q, check_pack
+from algorithms.dqn.population import PopulationDQN, build_q
 
 MEMBERS = [{"lr": 1e-3, "gamma": 0.99, "double_q": True, "max_grad_norm": 40.0, "tau": 1.0,
             "target_network_update_freq": 8, "seed": 0},
@@ -40,7 +40,7 @@ def pack():
 ])
 def test_a_bad_pack_is_one_error_naming_pack_trials(configs, message):
     with pytest.raises(ValueError, match="^pack_trials: ") as info:
-        check_pack(configs)
+        PopulationDQN.check_pack(configs)
     assert message in str(info.value)
 
 

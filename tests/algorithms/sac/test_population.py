@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.sac.population import PopulationSAC, build_networks, check_pack
+from algorithms.sac.population import PopulationSAC, build_networks
 from algorithms.sac.trainer import squashed_sample
 
 MEMBERS = [{"lr": 1e-3, "gamma": 0.99, "tau": 0.005, "initial_alpha": 1.0, "target_entropy": "auto",
@@ -38,7 +38,7 @@ def pack():
 ])
 def test_a_bad_pack_is_one_error_naming_pack_trials(configs, message):
     with pytest.raises(ValueError, match="^pack_trials: ") as info:
-        check_pack(configs)
+        PopulationSAC.check_pack(configs)
     assert message in str(info.value)
 
 
