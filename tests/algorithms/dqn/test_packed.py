@@ -6,8 +6,6 @@ runs unpacked and the sweep says why once; a user's Q module that stacks packs."
 
 from __future__ import annotations
 
-import os
-import signal
 
 import numpy as np
 import pytest
@@ -15,9 +13,8 @@ import torch
 
 from algorithms import DQN, load_agent
 from schedulers import ASHAScheduler, PopulationBasedTraining
-from tests.algorithms.ppo.test_packed import _iterations_once_each
+from tests.algorithms.packed_trials import KillPackOnce, iterations_once_each
 from tuner import tune
-from tuner.callback import Callback
 
 #: A member's small task: 32 env steps an iteration, learning after 16, a 16-unit Q network.
 SMALL = {"env": "CartPole-v1", "num_envs_per_worker": 2, "train_batch_size": 16, "train_freq": 4,
@@ -43,7 +40,7 @@ def test_asha_stops_dqn_members_and_their_checkpoints_are_dqn_agents(ray_session
     said = capsys.readouterr().out
     assert said.count("pack_trials=4: trials of DQN run packed, up to 4 to a process (DQN on 'CartPole-v1', 2 envs, "
                       "a replay buffer and [16] Q network a member, stacked with torch.func a pack)") == 1, said
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     last = {t.config["lr"]: t.last_result for t in analysis.trials}
     assert all(r["learner"] == "packed" and r["num_updates"] > 0 for r in last.values())
     assert last[max(LRS)]["training_iteration"] == 6 and min(r["training_iteration"] for r in last.values()) < 6
@@ -66,7 +63,7 @@ def test_a_packed_dqn_pbt_sweep_exploits_inside_the_pack(ray_session, tmp_path, 
                         stop={"training_iteration": 6}, checkpoint_freq=1, metric="episode_return_mean", mode="max",
                         storage_path=str(tmp_path), database_url=postgres_url, name="dqn_pbt", verbose=0, pack_trials=4)
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     assert analysis.exploits, "no member exploited another"
     assert len({t.last_result["pack_id"] for t in analysis.trials}) == 1
     for trial in analysis.trials:  # each learns on with its own (perturbed) lr, in its pack
@@ -74,26 +71,14 @@ def test_a_packed_dqn_pbt_sweep_exploits_inside_the_pack(ray_session, tmp_path, 
         assert trial.last_result["learner"] == "packed"
 
 
-class _KillPackOnce(Callback):
-    """SIGKILLs the pack's process at the first result of iteration 2."""
-
-    def __init__(self) -> None:
-        self.killed: str | None = None
-
-    def on_trial_result(self, iteration, trials, trial, result, **info):
-        if self.killed is None and result["training_iteration"] == 2:
-            self.killed = result["pack_id"]
-            os.kill(int(self.killed.rsplit(":", 1)[1]), signal.SIGKILL)
-
-
 def test_a_killed_dqn_pack_restarts_every_member_from_its_own_checkpoint(ray_session, tmp_path):
-    killer = _KillPackOnce()
+    killer = KillPackOnce()
     analysis = tune.run("DQN", config={**SMALL, "seed": tune.grid_search([0, 1, 2])}, stop={"training_iteration": 4},
                         checkpoint_freq=1, max_failures=1, storage_path=str(tmp_path), name="killed", verbose=0,
                         pack_trials=3, callbacks=[killer])
     assert killer.killed is not None
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     assert all(t.num_failures == 1 and t.last_result["pack_id"] != killer.killed for t in analysis.trials)
     for frame in analysis.trial_dataframes.values():  # each went on from its own counts
         assert list(frame["env_steps_total"]) == sorted(frame["env_steps_total"])

@@ -18,21 +18,14 @@ import pytest
 
 from algorithms import load_agent
 from schedulers import ASHAScheduler
+from tests.algorithms.packed_trials import KillPackOnce, iterations_once_each
 from tests.algorithms.ppo.member_models import branching_model, norm_model
 from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
 from tests.conftest import ROOT
 from tuner import tune
-from tuner.callback import Callback
 from tuner.search import BasicVariantGenerator, Repeater
 
 LRS = [1e-4, 2e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3]
-
-
-def _iterations_once_each(analysis) -> None:
-    df = analysis.results_df
-    assert not df.duplicated(["trial_id", "training_iteration"]).any()
-    for trial_id, frame in analysis.trial_dataframes.items():
-        assert list(frame["training_iteration"]) == list(range(1, len(frame) + 1)), trial_id
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -48,7 +41,7 @@ def test_asha_stops_members_and_their_pack_goes_on(backend, ray_session, tmp_pat
     said = capsys.readouterr().out
     assert said.count("pack_trials=8: trials of PPO run packed, up to 8 to a process") == 1
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * len(LRS)
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     last = {t.config["lr"]: t.last_result for t in analysis.trials}
     assert all(r["learner"] == "packed" for r in last.values())
     assert last[max(LRS)]["training_iteration"] == 8  # the best ran its budget
@@ -93,7 +86,7 @@ def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(ba
 
     analysis = pbt_sweep(storage, url, resume=True)
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     assert all(len(frame) == PBT_ITERATIONS for frame in analysis.trial_dataframes.values())
     after = {(r["trial_id"], r["training_iteration"]): r["env_steps_total"] for r in analysis.results_df.to_dict("records")}
     assert all(after[key] == value for key, value in rows_before.items())
@@ -124,26 +117,14 @@ def test_a_new_trial_takes_the_slot_a_finished_member_left(ray_session, tmp_path
     assert len({t.last_result["pack_id"] for t in analysis.trials}) == 1  # trials 2 and 3 in 0's and 1's slots
 
 
-class _KillPackOnce(Callback):
-    """SIGKILLs the pack's process at the first result of iteration 2."""
-
-    def __init__(self) -> None:
-        self.killed: str | None = None
-
-    def on_trial_result(self, iteration, trials, trial, result, **info):
-        if self.killed is None and result["training_iteration"] == 2:
-            self.killed = result["pack_id"]
-            os.kill(int(self.killed.rsplit(":", 1)[1]), signal.SIGKILL)
-
-
 def test_a_killed_pack_restarts_every_member_from_its_own_checkpoint(ray_session, tmp_path):
-    killer = _KillPackOnce()
+    killer = KillPackOnce()
     analysis = tune.run("PPO", config={**SMALL, "seed": tune.grid_search([0, 1, 2])}, stop={"training_iteration": 4},
                         checkpoint_freq=1, max_failures=1, storage_path=str(tmp_path), name="killed", verbose=0,
                         pack_trials=3, callbacks=[killer])
     assert killer.killed is not None
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 3
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     assert all(t.num_failures == 1 and t.last_result["pack_id"] != killer.killed for t in analysis.trials)
 
 
@@ -198,7 +179,7 @@ def test_a_user_model_that_stacks_runs_packed_and_its_checkpoint_is_its_agents(r
                       "and norm_model's module a member, stacked with torch.func a pack)") == 1, said
     assert [t.last_result["learner"] for t in analysis.trials] == ["packed"] * 3
     assert len({t.last_result["pack_id"] for t in analysis.trials}) == 1
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     # (the factory travelled by value, as a script's own functions do: load_agent is given it)
     agents = [load_agent(analysis.get_best_checkpoint(t).path, config={"model": norm_model}) for t in analysis.trials]
     weights = [agent.policy.state_dict()["trunk.0.weight"] for agent in agents]

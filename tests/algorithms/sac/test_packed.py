@@ -10,7 +10,7 @@ import torch
 
 from algorithms import SAC, load_agent
 from schedulers import PopulationBasedTraining
-from tests.algorithms.ppo.test_packed import _iterations_once_each
+from tests.algorithms.packed_trials import iterations_once_each
 from tests.algorithms.sac.test_population import SMALL
 from tuner import tune
 
@@ -29,7 +29,7 @@ def test_a_packed_sac_pbt_sweep_exploits_inside_the_pack_and_its_agents_load(ray
     assert said.count("pack_trials=4: trials of SAC run packed, up to 4 to a process (SAC on 'Pendulum-v1', 2 envs, a "
                       "replay buffer and [8] actor and critics a member, stacked with torch.func a pack)") == 1, said
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * 4
-    _iterations_once_each(analysis)
+    iterations_once_each(analysis)
     assert analysis.exploits, "no member exploited another"
     for trial in analysis.trials:
         assert trial.last_result["learner"] == "packed" and trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
