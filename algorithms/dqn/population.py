@@ -27,21 +27,22 @@ import numpy as np
 
 from algorithms.core.off_policy import schedule_points
 from algorithms.core.off_policy_population import OffPolicyPopulation
-from algorithms.dqn.trainer import DQN_DEFAULTS, make_q_network
+from algorithms.dqn.model import build_q_module, make_q_network
 from algorithms.models.stacked import StackedModules
 from algorithms.optim.population_adam import PopulationAdam
 
 #: Keys every member of a pack shares (they fix the arrays' shapes and the iteration's cadence),
-#: with DQN's defaults.
+#: with DQN's defaults (``DQN_DEFAULTS``: tests/algorithms/dqn/test_population.py checks they agree;
+#: this module does not import the trainer, which imports it for its packs).
 SIGNATURE: dict[str, Any] = {
-    "env": None, "env_config": {}, "num_envs_per_worker": 1,
-    **{key: DQN_DEFAULTS[key] for key in ("train_batch_size", "train_freq", "gradient_steps",
-                                          "min_sample_timesteps_per_iteration", "num_steps_sampled_before_learning_starts",
-                                          "replay_buffer_config", "n_step", "hidden_sizes", "activation", "dueling")},
-    "model": None, "model_config": {}}
+    "env": None, "env_config": {}, "num_envs_per_worker": 1, "train_batch_size": 128, "train_freq": 4,
+    "gradient_steps": 1, "min_sample_timesteps_per_iteration": 1000, "num_steps_sampled_before_learning_starts": 1000,
+    "replay_buffer_config": {"capacity": 50_000}, "n_step": 3, "hidden_sizes": [256, 256], "activation": "relu",
+    "dueling": True, "model": None, "model_config": {}}
 #: Keys each member has its own value of, with DQN's defaults.
-PER_MEMBER: dict[str, Any] = {key: DQN_DEFAULTS[key] for key in ("lr", "gamma", "epsilon", "target_network_update_freq",
-                                                                  "tau", "double_q", "max_grad_norm")} | {"seed": 0}
+PER_MEMBER: dict[str, Any] = {"lr": 5e-4, "gamma": 0.99, "epsilon": [[0, 1.0], [10_000, 0.05]],
+                              "target_network_update_freq": 500, "tau": 1.0, "double_q": True, "max_grad_norm": 40.0,
+                              "seed": 0}
 F32 = np.float32
 
 
@@ -49,8 +50,6 @@ def build_q(member: Mapping[str, Any], obs_space: Any, act_space: Any) -> Any:
     """Member's Q network, drawn from its seed as the DQN trainer draws it (torch's global
     generator forked)."""
     import torch
-
-    from algorithms.dqn.trainer import build_q_module
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(member["seed"]))

@@ -1,8 +1,9 @@
 """Deep Q-Networks (Mnih et al. 2015), with double Q, dueling heads and n-step returns, as a
 trial that owns its rollout actors (Ape-X's layout: Horgan et al. 2018).
 
-Read top to bottom: config and defaults, the Q network (torch, for the learner) and its numpy
-twin (epsilon-greedy, what the rollout actors run: they never import torch), then the trainer:
+Read top to bottom: config and defaults, the Q network's numpy twin (epsilon-greedy, what the
+rollout actors run: they never import torch; the network itself, in torch for the learner, is in
+``model.py``), then the trainer:
 sample into the replay buffer, learn from it, keep the target network behind.
 
     from algorithms import DQN
@@ -25,9 +26,10 @@ import numpy as np
 
 from algorithms.core.learner_config import make_optimizer
 from algorithms.models.numpy_mlp import linear, linear_layers, mlp
-from algorithms.data.observations import Obs, ObsSpace, batch_of, batch_size, to_tensors, tree_map
+from algorithms.data.observations import Obs, ObsSpace, batch_size, to_tensors
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer, schedule_points
 from algorithms.core.common_config import check
+from algorithms.dqn.model import build_q_module, make_q_network
 from algorithms.data.prioritized_replay import PrioritizedReplayBuffer
 from algorithms.data.replay_buffer import ReplayBuffer
 from schedulers.validation import is_int, is_number
@@ -72,32 +74,8 @@ DQN_DEFAULTS: dict[str, Any] = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# The Q network: torch for the learner, numpy for the rollout actors
+# The Q network: torch for the learner (make_q_network: model.py), numpy for the rollout actors
 # ---------------------------------------------------------------------------------------------
-def make_q_network(obs_dim: int, num_actions: int, hidden_sizes: list[int], activation: str, dueling: bool) -> Any:
-    """An MLP ``body`` and a head of ``num_actions`` Q-values; dueling: Q = V + A - mean(A)."""
-    from torch import nn
-
-    from algorithms.models.activations import build_mlp
-
-    class QNetwork(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            width = hidden_sizes[-1] if hidden_sizes else obs_dim
-            self.body = build_mlp(obs_dim, hidden_sizes, activation)
-            self.advantages = nn.Linear(width, num_actions)
-            self.value = nn.Linear(width, 1) if dueling else None
-
-        def forward(self, obs: torch.Tensor) -> torch.Tensor:
-            h = self.body(obs)
-            a = self.advantages(h)
-            if self.value is None:
-                return a
-            return self.value(h) + a - a.mean(-1, keepdim=True)
-
-    return QNetwork()
-
-
 def image_q_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
     """The built-in Q network for observations with images, as a module of the model contract
     (rollout actors run it in torch): the space's encoder (a CNN per image:
@@ -210,38 +188,9 @@ def make_numpy_q_policy(**kwargs: Any) -> NumpyQPolicy:
 
 
 # ---------------------------------------------------------------------------------------------
-# A Q module of one's own: config["model"] = model(observation_space, action_space, model_config)
+# A Q module of one's own: config["model"] = model(observation_space, action_space, model_config),
+# checked by model.py's build_q_module; rollout actors run it in torch
 # ---------------------------------------------------------------------------------------------
-def build_q_module(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any) -> Any:
-    """The user's module, checked once (before any sampling): ``forward(obs)`` on a batch of
-    observations shaped like the space's must return Q-values of shape (batch, actions)."""
-    import torch
-    from torch import nn
-
-    from algorithms.models.contract import _name
-
-    where = f"config key 'model' ({_name(model)})"
-    module = model(observation_space, action_space, dict(model_config))
-    if not isinstance(module, nn.Module):
-        raise ValueError(f"{where}: model(observation_space, action_space, model_config) must return a "
-                         f"torch.nn.Module, got {type(module).__name__}")
-    n = int(action_space.n)
-    obs = ObsSpace(observation_space).model_input(
-        to_tensors(batch_of(observation_space, [observation_space.sample() for _ in range(2)]), "cpu"))
-    expected = f"DQN's forward(obs) must return Q-values of shape (batch, {n}), one per action of {action_space}"
-    try:
-        with torch.no_grad():
-            out = module(obs)
-    except Exception as exc:
-        raise ValueError(f"{where}: forward failed on a batch of 2 observations of shape "
-                         f"{tree_map(lambda leaf: tuple(leaf.shape), obs)}: "
-                         f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, n) or not out.is_floating_point():
-        got = f"a tensor of shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"{where}: {expected}; got {got} for a batch of 2")
-    return module
-
-
 class TorchQPolicy(EpsilonGreedyQ):
     """A Q module in torch, epsilon-greedy: what rollout actors run for a module of one's own, and
     how the learner acts with it in its own process (see :class:`EpsilonGreedyQ`)."""

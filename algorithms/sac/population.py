@@ -31,19 +31,19 @@ import numpy as np
 from algorithms.core.off_policy_population import OffPolicyPopulation
 from algorithms.models.stacked import StackedModules
 from algorithms.optim.population_adam import PopulationAdam
-from algorithms.sac.trainer import SAC_DEFAULTS, make_actor, make_module_actor, squashed_sample
+from algorithms.sac.model import make_actor, make_module_actor, squashed_sample
 
 #: Keys every member of a pack shares (they fix the arrays' shapes and the iteration's cadence),
-#: with SAC's defaults.
+#: with SAC's defaults (``SAC_DEFAULTS``: tests/algorithms/sac/test_population.py checks they agree;
+#: this module does not import the trainer, which imports it for its packs).
 SIGNATURE: dict[str, Any] = {
-    "env": None, "env_config": {}, "num_envs_per_worker": 1,
-    **{key: SAC_DEFAULTS[key] for key in ("train_batch_size", "train_freq", "gradient_steps",
-                                          "min_sample_timesteps_per_iteration", "num_steps_sampled_before_learning_starts",
-                                          "replay_buffer_config", "n_step", "hidden_sizes", "activation", "twin_q")},
-    "model": None, "model_config": {}}
+    "env": None, "env_config": {}, "num_envs_per_worker": 1, "train_batch_size": 256, "train_freq": 1,
+    "gradient_steps": 1, "min_sample_timesteps_per_iteration": 1000, "num_steps_sampled_before_learning_starts": 100,
+    "replay_buffer_config": {"capacity": 1_000_000}, "n_step": 1, "hidden_sizes": [256, 256], "activation": "relu",
+    "twin_q": True, "model": None, "model_config": {}}
 #: Keys each member has its own value of, with SAC's defaults.
-PER_MEMBER: dict[str, Any] = {key: SAC_DEFAULTS[key] for key in ("lr", "gamma", "tau", "initial_alpha",
-                                                                  "target_entropy", "max_grad_norm")} | {"seed": 0}
+PER_MEMBER: dict[str, Any] = {"lr": 3e-4, "gamma": 0.99, "tau": 0.005, "initial_alpha": 1.0, "target_entropy": "auto",
+                              "max_grad_norm": None, "seed": 0}
 F32 = np.float32
 
 

@@ -1,9 +1,9 @@
 """Soft Actor-Critic (Haarnoja et al. 2018, with the learned temperature of their second paper),
 as a trial that owns its rollout actors.
 
-Read top to bottom: config and defaults, the networks (a tanh-squashed Gaussian actor and twin Q
-critics in torch, for the learner; the actor's numpy twin, what the rollout actors run: they
-never import torch), then the trainer: sample into the replay buffer
+Read top to bottom: config and defaults, the networks (a tanh-squashed Gaussian actor, in
+``model.py``, and twin Q critics in torch, for the learner; the actor's numpy twin, what the
+rollout actors run: they never import torch), then the trainer: sample into the replay buffer
 (``algorithms/core/off_policy.py``), learn from it.
 
     from algorithms import SAC
@@ -27,12 +27,12 @@ import numpy as np
 
 from algorithms.core.learner_config import make_optimizer
 from algorithms.models.numpy_mlp import linear, linear_layers, mlp
-from algorithms.models.box_actor import (ActorCriticPolicy, BoxActions, box_action_layout, checked_module, first_output,
-                                         network_options)
+from algorithms.models.box_actor import (ActorCriticPolicy, BoxActions, box_action_layout, network_options)
 from algorithms.models.q_critics import build_mlp_lazily as _mlp, make_critic
 from algorithms.data.observations import Obs, ObsSpace, to_tensors
 from algorithms.core.off_policy import OFF_POLICY_DEFAULTS, OffPolicyTrainer
 from algorithms.core.common_config import check
+from algorithms.sac.model import LOG_STD_MAX, LOG_STD_MIN, make_actor, make_module_actor, squashed_sample
 from schedulers.validation import is_number
 from tuner.trainable.trainable import Trainable
 
@@ -56,31 +56,11 @@ SAC_DEFAULTS: dict[str, Any] = {
     "activation": "relu",
 }
 
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-
 
 # ---------------------------------------------------------------------------------------------
-# The networks: torch for the learner, the actor in numpy for the rollout actors
+# The networks: torch for the learner (the actor and its squashed sample: model.py; the critics:
+# algorithms/models/q_critics.py), the actor in numpy for the rollout actors
 # ---------------------------------------------------------------------------------------------
-def make_actor(obs_dim: int, act_dim: int, hidden_sizes: list[int], activation: str) -> Any:
-    """``body`` MLP, then ``mean`` and ``log_std`` heads of the pre-squash Gaussian."""
-    from torch import nn
-
-    class Actor(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.body = _mlp(obs_dim, hidden_sizes, activation)
-            self.mean = nn.Linear(hidden_sizes[-1], act_dim)
-            self.log_std = nn.Linear(hidden_sizes[-1], act_dim)
-
-        def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            h = self.body(obs)
-            return self.mean(h), self.log_std(h).clamp(LOG_STD_MIN, LOG_STD_MAX)
-
-    return Actor()
-
-
 def image_actor_model(observation_space: Any, action_space: Any, model_config: dict[str, Any]) -> Any:
     """The built-in actor for observations with images, as a module of the model contract
     (rollout actors run it in torch): the space's encoder, an MLP, and the pre-squash Gaussian's
@@ -93,17 +73,6 @@ def image_actor_model(observation_space: Any, action_space: Any, model_config: d
     act_dim = int(np.prod(action_space.shape))
     body = _mlp(encoder.features, list(model_config["hidden_sizes"]), model_config["activation"])
     return nn.Sequential(encoder, body, nn.Linear(model_config["hidden_sizes"][-1], 2 * act_dim))
-
-
-def squashed_sample(mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tanh(u), log pi(tanh(u))) for ``u = mean + std * noise``: the Gaussian's log-density
-    minus the tanh's log-Jacobian, ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``."""
-    import torch
-
-    u = mean + log_std.exp() * noise
-    logp = (-0.5 * noise.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
-    logp = logp - (2 * (math.log(2) - u - torch.nn.functional.softplus(-2 * u))).sum(-1)
-    return torch.tanh(u), logp
 
 
 class NumpySquashedGaussian(BoxActions):
@@ -148,33 +117,8 @@ def make_numpy_squashed_gaussian(**kwargs: Any) -> NumpySquashedGaussian:
 
 # ---------------------------------------------------------------------------------------------
 # An actor of one's own: config["model"] = model(observation_space, action_space, model_config)
+# (model.py's make_module_actor), run in torch by the rollout actors
 # ---------------------------------------------------------------------------------------------
-def make_module_actor(model: Any, model_config: dict[str, Any], observation_space: Any, action_space: Any) -> Any:
-    """The user's module as SAC's actor, checked once (before any sampling). PPO's contract for a
-    Box: ``forward(obs)`` returns ``dist_inputs`` of shape (batch, 2 x action dims), the means
-    then the log stds (or ``(dist_inputs, value)``, the value unused), on observations shaped as
-    the space's; here they are the pre-squash Gaussian's. The critics stay built-in MLPs."""
-    from torch import nn
-
-    act_dim = int(np.prod(action_space.shape))
-    module = checked_module(
-        model, model_config, observation_space, action_space, 2 * act_dim,
-        f"SAC's forward(obs) must return dist_inputs of shape (batch, {2 * act_dim}): the means, then the "
-        f"log stds, of the {act_dim} actions of {action_space} (or a (dist_inputs, value) pair)")
-
-    class ModuleActor(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.module = module
-
-        def forward(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-            """``obs``: the model's input (``ObsSpace.model_input``)."""
-            dist_inputs = first_output(self.module(obs))
-            return dist_inputs[:, :act_dim], dist_inputs[:, act_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
-
-    return ModuleActor()
-
-
 class TorchSquashedGaussian(NumpySquashedGaussian):
     """:class:`NumpySquashedGaussian` whose Gaussian comes from an actor module run in torch
     (a module of one's own); ``load_weights`` takes its ``state_dict`` arrays."""

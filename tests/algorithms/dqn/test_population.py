@@ -117,3 +117,12 @@ def test_a_member_whose_parameters_stop_being_finite_fails_alone(pack):
     results = pack.train()
     assert "not finite" in results[1]["error"] and "member 1" in results[1]["error"]
     assert "error" not in results[0] and "error" not in results[2]
+
+
+def test_the_populations_defaults_are_dqns():
+    from algorithms.dqn.population import PER_MEMBER, SIGNATURE
+    from algorithms.dqn.trainer import DQN_DEFAULTS
+
+    for key, value in {**SIGNATURE, **PER_MEMBER}.items():
+        if key in DQN_DEFAULTS and key not in ("model", "model_config"):
+            assert value == DQN_DEFAULTS[key], key

@@ -16,10 +16,12 @@ from tuner.callback import Callback
 SMALL = {"env": "CartPole-v1", "num_envs_per_worker": 4, "train_batch_size": 64, "minibatch_size": 32,
          "num_epochs": 2, "hidden_sizes": [16]}
 PBT_INTERVAL, PBT_ITERATIONS = 2, 6
+#: The PBT sweep's name: of its own in a test session's PostgreSQL schema, which every sweep shares.
+NAME = "packed_pbt"
 
 
 def exploits_on_record(url: str) -> int:
-    """How many exploits the sweep ``pbt`` in the store at ``url`` holds (0 before its tables are made)."""
+    """How many exploits the sweep :data:`NAME` in the store at ``url`` holds (0 before its tables are made)."""
     import sqlalchemy as sa
 
     engine = sa.create_engine(url)
@@ -27,7 +29,8 @@ def exploits_on_record(url: str) -> int:
         with engine.connect() as conn:
             # this sweep's only: a store shared by a test session holds other sweeps' exploits too
             return int(conn.execute(sa.text("SELECT COUNT(*) FROM exploits JOIN experiments ON experiments.id = "
-                                            "exploits.experiment_id WHERE experiments.name = 'pbt'")).scalar_one())
+                                            "exploits.experiment_id WHERE experiments.name = :name"),
+                                    {"name": NAME}).scalar_one())
     except (sa.exc.OperationalError, sa.exc.ProgrammingError):  # the store is not made yet
         return 0
     finally:
@@ -59,9 +62,9 @@ def pbt_sweep(storage: str, database_url: str | None = None, resume: bool = Fals
                     scheduler=scheduler, stop={"training_iteration": PBT_ITERATIONS}, checkpoint_freq=1,
                     max_failures=2,  # an actor lost while Ray cleans up after the killed driver is retried
                     metric="episode_return_mean", mode="max", storage_path=storage, database_url=database_url,
-                    name="pbt", verbose=0, resume=resume, callbacks=callbacks, pack_trials=4)
+                    name=NAME, verbose=0, resume=resume, callbacks=callbacks, pack_trials=4)
 
 
 if __name__ == "__main__":
     storage, url = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
-    pbt_sweep(storage, url, callbacks=[HoldOnceExploited(url or f"sqlite:///{storage}/pbt/tuner.db")])
+    pbt_sweep(storage, url, callbacks=[HoldOnceExploited(url or f"sqlite:///{storage}/{NAME}/tuner.db")])

@@ -20,7 +20,7 @@ from algorithms import load_agent
 from schedulers import ASHAScheduler
 from tests.algorithms.packed_trials import KillPackOnce, iterations_once_each
 from tests.algorithms.ppo.member_models import branching_model, norm_model
-from tests.algorithms.ppo.packed_sweeps import PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
+from tests.algorithms.ppo.packed_sweeps import NAME, PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
 from tests.conftest import ROOT
 from tuner import tune
 from tuner.search import BasicVariantGenerator, Repeater
@@ -37,7 +37,7 @@ def test_asha_stops_members_and_their_pack_goes_on(backend, ray_session, tmp_pat
                         scheduler=ASHAScheduler(time_attr="training_iteration", max_t=8, grace_period=2,
                                                 reduction_factor=2),
                         metric="cur_lr", mode="max", stop={"training_iteration": 8}, checkpoint_at_end=True,
-                        storage_path=str(tmp_path), database_url=url, name="asha", verbose=1, pack_trials=8)
+                        storage_path=str(tmp_path), database_url=url, name="packed_asha", verbose=1, pack_trials=8)
     said = capsys.readouterr().out
     assert said.count("pack_trials=8: trials of PPO run packed, up to 8 to a process") == 1
     assert [t.status for t in analysis.trials] == ["TERMINATED"] * len(LRS)
@@ -48,7 +48,7 @@ def test_asha_stops_members_and_their_pack_goes_on(backend, ray_session, tmp_pat
     assert min(r["training_iteration"] for r in last.values()) < 8  # a rung cut members...
     assert last[max(LRS)]["pack_size"] < len(LRS)  # ...and their pack went on without them
     for trial in analysis.trials:  # one TensorBoard run per member
-        assert (tmp_path / "asha" / "tensorboard" / f"PPO_{trial.trial_id}").is_dir()
+        assert (tmp_path / "packed_asha" / "tensorboard" / f"PPO_{trial.trial_id}").is_dir()
     # a member's checkpoint is a PPO agent's: it loads and acts
     best = analysis.get_best_checkpoint(analysis.get_best_trial())
     agent = load_agent(best.path)
@@ -70,7 +70,7 @@ def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(ba
     with open(tmp_path / "driver.stderr", "w") as err:  # a file: a full pipe would block the driver
         proc = subprocess.Popen([sys.executable, "-m", "tests.algorithms.ppo.packed_sweeps", storage,
                                  *([url] if url else [])], cwd=ROOT, env=env, stderr=err)
-    store = url or f"sqlite:///{tmp_path / 'pbt' / 'tuner.db'}"
+    store = url or f"sqlite:///{tmp_path / NAME / 'tuner.db'}"
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None and exploits_on_record(store) < 1:
@@ -79,7 +79,7 @@ def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(ba
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=120)
-    before = tune.load(tmp_path / "pbt", database_url=url) if url else tune.load(tmp_path / "pbt")
+    before = tune.load(tmp_path / NAME, database_url=url) if url else tune.load(tmp_path / NAME)
     rows_before = {(r["trial_id"], r["training_iteration"]): r["env_steps_total"]
                    for r in before.results_df.to_dict("records")}
     before.close()

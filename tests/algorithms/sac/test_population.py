@@ -115,3 +115,12 @@ def test_a_member_whose_parameters_stop_being_finite_fails_alone(pack):
     results = pack.train()
     assert "not finite" in results[0]["error"] and "member 0" in results[0]["error"]
     assert "error" not in results[1]
+
+
+def test_the_populations_defaults_are_sacs():
+    from algorithms.sac.population import PER_MEMBER, SIGNATURE
+    from algorithms.sac.trainer import SAC_DEFAULTS
+
+    for key, value in {**SIGNATURE, **PER_MEMBER}.items():
+        if key in SAC_DEFAULTS and key not in ("model", "model_config"):
+            assert value == SAC_DEFAULTS[key], key
