@@ -98,3 +98,27 @@ def test_a_dqn_config_that_cannot_pack_runs_unpacked_and_a_q_module_that_stacks_
     said = capsys.readouterr().out
     assert "q_model's Q network a member, stacked with torch.func" in said, said
     assert [t.last_result["learner"] for t in analysis.trials] == ["packed", "packed"]
+
+
+def branching_q_model(observation_space, action_space, model_config):
+    """A Q module with a Python branch on its input's values: does not stack."""
+    from torch import nn
+
+    class BranchingQ(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(observation_space.shape[0], action_space.n)
+
+        def forward(self, obs):
+            return self.q(obs / 100 if obs.abs().max() > 100 else obs)
+
+    return BranchingQ()
+
+
+def test_a_q_module_that_does_not_stack_has_no_signature_and_says_why():
+    signature, why = DQN.pack_signature({**SMALL, "model": branching_q_model})
+    assert signature is None
+    assert why.startswith("config key 'model' is branching_q_model: its module does not stack under torch.func.vmap "
+                          "(RuntimeError: "), why
+    signature, how = DQN.pack_signature({**SMALL, "model": q_model})
+    assert signature is not None and "q_model's Q network a member" in how

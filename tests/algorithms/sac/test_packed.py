@@ -51,3 +51,25 @@ def test_a_sac_config_that_cannot_pack_runs_unpacked_and_the_sweep_says_why_once
     assert said.count("pack_trials='auto': trials of SAC run one per process: config key 'num_workers' is 1: a packed "
                       "member samples in its pack's process (0)") == 1, said
     assert all(t.last_result.get("learner") != "packed" for t in analysis.trials)
+
+
+def branching_actor(observation_space, action_space, model_config):
+    """An actor module with a Python branch on its input's values: does not stack."""
+    from torch import nn
+
+    class BranchingActor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.out = nn.Linear(observation_space.shape[0], 2 * action_space.shape[0])
+
+        def forward(self, obs):
+            return self.out(obs / 100 if obs.abs().max() > 100 else obs)
+
+    return BranchingActor()
+
+
+def test_an_actor_module_that_does_not_stack_has_no_signature_and_says_why():
+    signature, why = SAC.pack_signature({**SMALL, "model": branching_actor})
+    assert signature is None
+    assert why.startswith("config key 'model' is branching_actor: its module does not stack under torch.func.vmap "
+                          "(RuntimeError: "), why
