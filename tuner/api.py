@@ -357,7 +357,8 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     if trainable_cls.packed_trainable() is not None:
         resources_for = PackPlan(trainable_cls, options.pack_trials, planned, resources_for,
                                  cpus=lambda: float(ray.cluster_resources().get("CPU", 0.0)), say=reporter.note,
-                                 space=config)
+                                 space={**config, **(innermost.own_space() or {})},
+                                 define_by_run=innermost.defines_space_by_run())
     name = options.name or default_sweep_name(trainable_cls.__name__)
     run_dir = local_root(storage) / name
     tb_dir = (Path(options.tensorboard_dir).expanduser().absolute() if options.tensorboard_dir is not None

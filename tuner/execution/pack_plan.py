@@ -32,15 +32,18 @@ class PackPlan:
     """``resources_for`` of a sweep with ``pack_trials``: a member's placement for a config that
     packs, ``base(config)`` for one that does not. ``planned``: the trials the sweep will run
     (None: its searcher decides); ``cpus``: the cluster's CPUs, read on first use; ``say``: how
-    the sweep says its one line on packing."""
+    the sweep says its one line on packing; ``space``: the searched space (``tune.run``'s config
+    and a searcher's own); ``define_by_run``: the searcher suggests its space trial by trial."""
 
     def __init__(self, trainable_cls: type[Trainable], pack_trials: Any, planned: int | None,
                  base: Callable[[dict[str, Any]], PlacementGroupFactory], cpus: Callable[[], float],
-                 say: Callable[[str], None], space: Mapping[str, Any] | None = None) -> None:
+                 say: Callable[[str], None], space: Mapping[str, Any] | None = None,
+                 define_by_run: bool = False) -> None:
         check_pack_trials(pack_trials)
         self._cls = trainable_cls
         # Searched keys that fix a pack's shape: "auto" expects no two trials to share a pack
         self._varied = sorted(k for k in trainable_cls.pack_shape_keys() if _searched((space or {}).get(k)))
+        self._define_by_run = define_by_run
         self._pack_trials = pack_trials
         self._planned = planned
         self._base = base
@@ -62,6 +65,9 @@ class PackPlan:
         if signature is not None and self._varied and not self.forced:
             signature, how = None, (f"the search varies {', '.join(self._varied)}: keys that fix a pack's shape "
                                     f"(pack_trials=N packs the trials that match)")
+        if signature is not None and self._define_by_run and not self.forced:
+            signature, how = None, ("the searcher suggests its space trial by trial, so it may vary keys that fix a "
+                                    "pack's shape (pack_trials=N packs the trials that match)")
         if signature is None:
             if self.forced:
                 raise ValueError(f"pack_trials={self._pack_trials}: trials of {self._cls.__name__} cannot be packed: {how}")

@@ -221,6 +221,9 @@ class OptunaSearch(Searcher):
         own = self._template or self._space_source
         return own if isinstance(own, dict) else None
 
+    def defines_space_by_run(self) -> bool:
+        return callable(self._space_source)
+
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:

@@ -65,6 +65,11 @@ class Searcher:
         as nested dicts; None when it has none (the base class never has one)."""
         return None
 
+    def defines_space_by_run(self) -> bool:
+        """Whether its space is a function that suggests values trial by trial (Optuna's
+        define-by-run): which keys it varies is not known before the trials come."""
+        return False
+
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict, **spec: Any
     ) -> bool:

@@ -204,6 +204,28 @@ def test_a_user_model_that_does_not_stack_runs_unpacked_and_the_sweep_says_why_o
     assert not (tmp_path / "forced").exists()
 
 
+def test_auto_reads_a_searchers_own_space_and_leaves_a_define_by_run_one_unpacked(ray_session, tmp_path, capsys):
+    from tuner.search import OptunaSearch
+
+    base = {k: v for k, v in SMALL.items() if k != "num_envs_per_worker"}
+    own = OptunaSearch(space={"num_envs_per_worker": tune.choice([2, 4]), "lr": tune.loguniform(1e-4, 1e-2)},
+                       metric="episode_return_mean", mode="max", seed=0)
+    tune.run("PPO", config=base, search_alg=own, num_samples=2, stop={"training_iteration": 1},
+             storage_path=str(tmp_path), name="own_space", verbose=1)
+    said = capsys.readouterr().out
+    assert said.count("run one per process: the search varies num_envs_per_worker: keys that fix a pack's shape") == 1, said
+
+    def space(trial):
+        trial.suggest_float("lr", 1e-4, 1e-2, log=True)
+
+    by_run = OptunaSearch(space=space, metric="episode_return_mean", mode="max", seed=0)
+    analysis = tune.run("PPO", config=SMALL, search_alg=by_run, num_samples=2, stop={"training_iteration": 1},
+                        storage_path=str(tmp_path), name="by_run", verbose=1)
+    said = capsys.readouterr().out
+    assert said.count("run one per process: the searcher suggests its space trial by trial") == 1, said
+    assert all(t.last_result["learner"] != "packed" for t in analysis.trials)
+
+
 def test_a_tuner_packs_with_its_tune_config(ray_session, tmp_path):
     tuner = tune.Tuner("PPO", param_space={**SMALL, "seed": tune.grid_search([0, 1])},
                        tune_config=tune.TuneConfig(pack_trials=2),

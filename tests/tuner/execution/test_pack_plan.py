@@ -76,3 +76,13 @@ def test_false_or_one_never_packs_and_a_forced_pack_that_cannot_is_one_error():
     plan, _ = _plan(4)
     with pytest.raises(ValueError, match=r"^pack_trials=4: trials of Packable cannot be packed: its shape is not"):
         plan({"shape": "big"})
+
+
+def test_auto_leaves_a_define_by_run_search_unpacked_and_says_why_and_an_order_packs_it():
+    said: list[str] = []
+    plan = PackPlan(Packable, "auto", 32, lambda config: LEARNER, cpus=lambda: 2.0, say=said.append, define_by_run=True)
+    assert plan({"shape": 1}) is LEARNER and plan({"shape": 1}) is LEARNER
+    assert said == ["pack_trials='auto': trials of Packable run one per process: the searcher suggests its space trial "
+                    "by trial, so it may vary keys that fix a pack's shape (pack_trials=N packs the trials that match)"]
+    plan = PackPlan(Packable, 4, 32, lambda config: LEARNER, cpus=lambda: 2.0, say=said.append, define_by_run=True)
+    assert isinstance(plan({"shape": 1}), MemberPlacement)
