@@ -9,7 +9,8 @@ from tuner import tune
 
 iterations = int(sys.argv[1]) if len(sys.argv) > 1 else 30  # of 1,000 env steps each
 samples = int(sys.argv[2]) if len(sys.argv) > 2 else 16
-pbt = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=max(2, iterations // 6),
+# synch: the population perturbs together, as a pack steps its members together
+pbt = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=max(2, iterations // 6), synch=True,
                               hyperparam_mutations={"lr": tune.loguniform(1e-4, 3e-3),
                                                     "target_network_update_freq": [250, 500, 1000]})
 analysis = tune.run(

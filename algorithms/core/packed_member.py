@@ -100,7 +100,8 @@ def off_policy_signature(trainer: type[DistributedTrainer], config: Mapping[str,
     else:
         networks = f"{list(member['hidden_sizes'])} {networks}"
     key_values = tuple(shape_value(member[key]) for key in signature)
-    return key_values, (f"{trainer._name} on {c['env']!r}, {member['num_envs_per_worker']} envs, a replay buffer and "
+    envs = member["num_envs_per_worker"]
+    return key_values, (f"{trainer._name} on {c['env']!r}, {envs} env{'s' * (envs != 1)}, a replay buffer and "
                         f"{networks} a member, stacked with torch.func a pack")
 
 
@@ -147,7 +148,9 @@ class PackedMember(Trainable):
 
     # -- a trial -----------------------------------------------------------------------------------
     def setup(self, config: dict[str, Any]) -> None:
-        self._member = self.member_config(self._resolved(config))
+        resolved = self._resolved(config)
+        self._threads = max(1, int(resolved.get("num_cpus_for_learner", 1)))
+        self._member = self.member_config(resolved)
         # the env as the driver resolved it: a registered name's creator travels with the trial
         self._env = self.get_trial_info().prepared.env  # type: ignore[union-attr]
         if self._member["seed"] is None:
@@ -167,6 +170,14 @@ class PackedMember(Trainable):
         return dict(prepared.config)
 
     def _build(self) -> Any:
+        # One thread per whole CPU of the pack's learner bundle, for torch and numpy's BLAS alike
+        # (as a trainer's learner: algorithms/core/trainer.py): more threads than CPUs spin against
+        # each other, and a loaded machine makes every step several times slower.
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(self._threads)
+        threadpool_limits(limits=self._threads, user_api="blas")
         # Every slot starts as this member's shape; a slot learns only once a member joins it.
         return self.build_population([{**self._member, "env": self._env, "seed": self._member["seed"] + m}
                                       for m in range(self._pack.capacity)])

@@ -56,7 +56,8 @@ def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any])
         network = f"a {list(model['hidden_sizes'])} MLP a member, one numpy learner"
     member = member_config(c)
     signature = tuple(shape_value(member[key]) for key in SIGNATURE)
-    return signature, f"PPO on {c['env']!r}, {member['num_envs_per_worker']} envs and {network} a pack"
+    envs = member["num_envs_per_worker"]
+    return signature, f"PPO on {c['env']!r}, {envs} env{'s' * (envs != 1)} and {network} a pack"
 
 
 def member_config(c: Mapping[str, Any]) -> dict[str, Any]:

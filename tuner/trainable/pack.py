@@ -9,8 +9,12 @@ started, stepped, saved, restored, exploited and stopped on its own.
 A member's ``step`` waits until every member of the pack asks for its next iteration, then one
 population iteration answers them all. A member the controller holds back (waiting for a PBT
 donor's checkpoint, say) would hold every other one back too, and may be waiting on one of them:
-so when some members have waited :data:`STRAGGLER_S` for the others, the population steps for the
-waiting members only, and the absent ones keep their state, untouched, until they come.
+so when some members have waited for the others, the population steps for the waiting members
+only, and the absent ones keep their state, untouched, until they come. They wait
+:data:`STRAGGLER_S`, or as long as the last iteration took if that is longer: an iteration for some
+members costs about as much as one for all (every member's envs step), so waiting up to one
+iteration for the late is never dearer than stepping twice, and on a loaded machine, where calls
+arrive late, it keeps a pack from stepping its members one by one.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 __all__ = ["Pack", "Population", "STRAGGLER_S", "current_pack", "current_slot", "open_pack"]
 
 #: How long the first member to ask for an iteration waits for the others before the population
-#: steps without them.
+#: steps without them (or as long as the last iteration took, if that is longer).
 STRAGGLER_S = 0.5
 
 
@@ -54,6 +58,7 @@ class Pack:
         self._waiting: dict[int, float] = {}  # slot -> when it asked for its next iteration
         self._results: dict[int, dict[str, Any] | BaseException] = {}
         self._saved: dict[int, tuple[str, Any]] = {}  # slot -> its latest checkpoint's (path, state)
+        self._last_step_s = 0.0  # how long the last population iteration took
 
     def population(self, build: Callable[[], Any]) -> Any:
         """The pack's population, built by the first member to ask (``build``)."""
@@ -125,15 +130,18 @@ class Pack:
             return STRAGGLER_S
         if self._members <= set(self._waiting):
             return 0.0
-        return min(self._waiting.values()) + STRAGGLER_S - time.monotonic()
+        patience = max(STRAGGLER_S, self._last_step_s)
+        return min(self._waiting.values()) + patience - time.monotonic()
 
     def _step_waiting(self) -> None:
         learning = sorted(self._waiting)
         self._waiting.clear()
+        start = time.monotonic()
         try:
             results: list[dict[str, Any] | BaseException] = list(self._population.train(learning))
         except BaseException as exc:  # noqa: BLE001 - every member of the iteration gets it
             results = [exc] * len(learning)
+        self._last_step_s = time.monotonic() - start
         self._results.update(zip(learning, results))
         self._cond.notify_all()
 

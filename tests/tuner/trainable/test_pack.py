@@ -117,3 +117,17 @@ def test_a_members_latest_save_is_recalled_until_it_saves_again_or_leaves():
     assert pack.recall("/c/1") is None and pack.recall("/c/2") == {"v": 2}
     pack.leave(0)
     assert pack.recall("/c/2") is None
+
+
+def test_after_a_slow_iteration_members_wait_as_long_for_the_late_before_stepping_without_them(monkeypatch):
+    monkeypatch.setattr(packs, "STRAGGLER_S", 0.01)
+    pack, population = _pack(2)
+    pack._last_step_s = 3600.0  # the last population iteration took an hour: worth waiting that long
+    out: dict[int, object] = {}
+    early = threading.Thread(target=lambda: out.setdefault(0, pack.step(0)))
+    early.start()
+    early.join(timeout=0.5)
+    assert early.is_alive() and population.iterations == []  # far past STRAGGLER_S, still waiting
+    out.update(_step_in_threads(pack, [1]))
+    early.join(timeout=60)
+    assert population.iterations == [[0, 1]] and {out[0]["member"], out[1]["member"]} == {0, 1}
