@@ -102,6 +102,25 @@ def check_learner_keys(c: Mapping[str, Any]) -> None:
         _fail("optimizer_config", "holds no 'lr': the learning rate is config key 'lr' (and 'lr_schedule')", dict(options))
 
 
+def learner_device(gpus: float) -> str:
+    """The device of a learner given ``gpus`` (config key ``num_gpus_for_learner``): "cuda" when
+    it has one (Ray makes the bundle's GPU the only one its process sees), else "cpu"; a
+    RuntimeError naming the key when it has one but torch sees no CUDA device."""
+    if not gpus:
+        return "cpu"
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            f"config key 'num_gpus_for_learner': the learner was given {gpus} GPU(s) but torch {torch.__version__} "
+            f"sees no CUDA device (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}); install a CUDA "
+            f"build of torch or set it to 0"
+        )
+    return "cuda"
+
+
 def make_optimizer(params: list[Any], name: str, options: Mapping[str, Any], lr: float) -> Any:
     """``torch.optim.<name>`` over ``params`` with ``lr`` and the name's defaults updated by ``options``;
     a bad keyword is a ValueError naming ``optimizer_config``."""

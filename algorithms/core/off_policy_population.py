@@ -12,6 +12,11 @@ own replay buffer (n-step transitions with its own gamma), then, for the members
 minibatches, then :meth:`after_round`, until each has sampled ``min_sample_timesteps_per_iteration``
 env steps. Members never mix: a member's loss reads its own rows only.
 
+The networks, their optimisers and the updates live on the pack's device (CUDA when the pack's
+trials ask ``num_gpus_for_learner``, a signature key: the pack's process then holds one GPU for all
+its members); envs and replay buffers stay in host memory, and a minibatch goes to the device
+once per update, every member's at once.
+
 A subclass gives its signature and per-member keys, its networks (:meth:`build_networks`,
 :meth:`reset_networks`), how it acts (:meth:`act`) and one update (:meth:`update`).
 """
@@ -24,6 +29,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 
+from algorithms.core.learner_config import learner_device
 from algorithms.core.packed_member import shape_value
 from algorithms.data.replay_buffer import NStepTransitions, ReplayBuffer
 from algorithms.sampling.fragment import Fragment
@@ -55,6 +61,7 @@ class OffPolicyPopulation:
         self.envs = PopulationEnvs(self.members, self.N, self.what, actions=self.actions)
         self.obs_space: gym.spaces.Box = self.envs.observation_space  # a Box: PopulationEnvs checked it
         self.act_space = self.envs.action_space
+        self.device = learner_device(first["num_gpus_for_learner"])
         self.build_networks()
         self.buffers = [self._new_buffer() for _ in range(self.P)]
         self.assemble = [NStepTransitions(float(m["gamma"]), int(m["n_step"])) for m in self.members]
@@ -143,13 +150,26 @@ class OffPolicyPopulation:
         return np.array([[float(m[key])] for m in self.members], dtype=F32)
 
     def replayed(self, members: list[int]) -> dict[str, Any]:
-        """A minibatch of each of ``members`` from its own buffer, stacked ``[members, B, ...]`` (tensors)."""
+        """A minibatch of each of ``members`` from its own buffer, stacked ``[members, B, ...]``
+        (tensors on the device)."""
         import torch
 
         B = int(self.members[0]["train_batch_size"])
         draws = [self.buffers[m].sample(B, self.replay_rngs[m]) for m in members]
-        return {key: torch.from_numpy(np.stack([d[key] for d in draws]))
+        return {key: torch.from_numpy(np.stack([d[key] for d in draws])).to(self.device)
                 for key in ("obs", "actions", "rewards", "next_obs", "discounts")}
+
+    def column(self, key: str, members: Sequence[int]) -> Any:
+        """:meth:`hyper` of ``members``, a ``[len(members), 1]`` tensor on the device."""
+        import torch
+
+        return torch.from_numpy(self.hyper(key)[list(members)]).to(self.device)
+
+    def on_device(self, array: np.ndarray) -> Any:
+        """``array`` as a tensor on the device (shared memory on the CPU)."""
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
 
     def _sample_round(self, vector_steps: int) -> np.ndarray:
         """``vector_steps`` steps of every member's envs, each learning member's transitions into

@@ -60,6 +60,8 @@ def member_blocker(trainer: type[DistributedTrainer], c: Mapping[str, Any], prep
         return f"config key 'num_workers' is {c['num_workers']!r}: a packed member samples in its pack's process (0)"
     default = trainer.resolve_config({"env": c["env"]})
     for key in sorted(k for k in set(c) - own_keys - FREE if not k.startswith("_")):
+        if key == "num_gpus_for_learner" and c[key]:
+            return f"config key 'num_gpus_for_learner' is {c[key]!r}: a packed {trainer._name} member learns on the CPU"
         if repr(c[key]) != repr(default.get(key)):
             return f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
     obs, act = prepared.observation_space, prepared.action_space
@@ -101,8 +103,9 @@ def off_policy_signature(trainer: type[DistributedTrainer], config: Mapping[str,
         networks = f"{list(member['hidden_sizes'])} {networks}"
     key_values = tuple(shape_value(member[key]) for key in signature)
     envs = member["num_envs_per_worker"]
+    on_gpu = " on its GPU" if member["num_gpus_for_learner"] else ""
     return key_values, (f"{trainer._name} on {c['env']!r}, {envs} env{'s' * (envs != 1)}, a replay buffer and "
-                        f"{networks} a member, stacked with torch.func a pack")
+                        f"{networks} a member, stacked with torch.func a pack{on_gpu}")
 
 
 def _stack_failure(member: Mapping[str, Any], obs_space: Any, act_space: Any,
@@ -187,7 +190,7 @@ class PackedMember(Trainable):
         if "error" in result:
             raise FloatingPointError(f"packed {self.algorithm}: {result['error']}")
         result.update(learner="packed", pack_size=len(self._pack.members), pack_id=f"{socket.gethostname()}:{os.getpid()}",
-                      num_workers=0,
+                      num_workers=0, learner_device=str(self._population.device),
                       sampling_layout=f"in a pack of {self._pack.capacity}: {self._member['num_envs_per_worker']} envs")
         return result
 

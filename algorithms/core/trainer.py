@@ -50,7 +50,7 @@ from algorithms.core.evaluation_config import EvaluationSettings
 from algorithms.core.resolved_trial import (
     ResolvedTrial, check_evaluation_env, differs, env_spaces_of, evaluation_bundles, same_config,
 )
-from algorithms.core.learner_config import MODEL_DEFAULTS, check_learner_keys, resolve_model
+from algorithms.core.learner_config import MODEL_DEFAULTS, check_learner_keys, learner_device, resolve_model
 from algorithms.core.agent import load_trainer, make_single_env, write_agent_file
 from algorithms.envs.registry import trial_env
 from algorithms.sampling.episodes import EpisodeWindow
@@ -297,7 +297,7 @@ class DistributedTrainer(Trainable):
                 self.workers.wait_until_up(ACTOR_START_WAIT_S)
         try:
             self._set_learner_threads()
-            self.device = self._learner_device()
+            self.device = learner_device(self.cfg["num_gpus_for_learner"])
             self.policy, factory, policy_kwargs = self.build_policy(self.observation_space, self.action_space)
             self.build_learner()
         except BaseException:
@@ -385,20 +385,6 @@ class DistributedTrainer(Trainable):
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
         threadpool_limits(limits=threads, user_api="blas")
-
-    def _learner_device(self) -> str:
-        """"cuda" when bundle 0 has a GPU (Ray makes it the only one this process sees), else "cpu"."""
-        if not self.cfg["num_gpus_for_learner"]:
-            return "cpu"
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RuntimeError(
-                f"config key 'num_gpus_for_learner': the learner was given {self.cfg['num_gpus_for_learner']} GPU(s) "
-                f"but torch {torch.__version__} sees no CUDA device (CUDA_VISIBLE_DEVICES="
-                f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r}); install a CUDA build of torch or set it to 0"
-            )
-        return "cuda"
 
     def fragment_length(self, env_steps: int | None = None) -> tuple[int, int]:
         """(vector steps per fragment, fragments) for ``env_steps`` env steps (default

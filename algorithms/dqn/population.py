@@ -38,12 +38,11 @@ SIGNATURE: dict[str, Any] = {
     "env": None, "env_config": {}, "num_envs_per_worker": 1, "train_batch_size": 128, "train_freq": 4,
     "gradient_steps": 1, "min_sample_timesteps_per_iteration": 1000, "num_steps_sampled_before_learning_starts": 1000,
     "replay_buffer_config": {"capacity": 50_000}, "n_step": 3, "hidden_sizes": [256, 256], "activation": "relu",
-    "dueling": True, "model": None, "model_config": {}}
+    "dueling": True, "model": None, "model_config": {}, "num_gpus_for_learner": 0}
 #: Keys each member has its own value of, with DQN's defaults.
 PER_MEMBER: dict[str, Any] = {"lr": 5e-4, "gamma": 0.99, "epsilon": [[0, 1.0], [10_000, 0.05]],
                               "target_network_update_freq": 500, "tau": 1.0, "double_q": True, "max_grad_norm": 40.0,
                               "seed": 0}
-F32 = np.float32
 
 
 def build_q(member: Mapping[str, Any], obs_space: Any, act_space: Any) -> Any:
@@ -70,15 +69,15 @@ class PopulationDQN(OffPolicyPopulation):
         schedule_points(member["epsilon"], "epsilon")
 
     def build_networks(self) -> None:
-        self.q = StackedModules([build_q(m, self.obs_space, self.act_space) for m in self.members])
-        self.target = self.q.flat.copy()
-        self.adam = PopulationAdam(self.P, self.q.flat.shape[1])
+        self.q = StackedModules([build_q(m, self.obs_space, self.act_space) for m in self.members], self.device)
+        self.target = self.q.theta.clone()
+        self.adam = PopulationAdam(self.P, self.q.theta.shape[1], self.device)
         self.last_target_update = np.zeros(self.P, dtype=np.int64)
         self._epsilon = self.epsilons()
 
     def reset_networks(self, m: int) -> None:
         self.q.take(m, build_q(self.members[m], self.obs_space, self.act_space))
-        self.target[m] = self.q.flat[m]
+        self.target[m] = self.q.theta[m]
         self.adam.reset(m)
         self.last_target_update[m] = 0
 
@@ -101,8 +100,7 @@ class PopulationDQN(OffPolicyPopulation):
         import torch
 
         with torch.no_grad():
-            q = self.q.call(torch.from_numpy(self.q.flat), self.q.acting_buffers(), torch.from_numpy(obs))
-        actions = q.numpy().argmax(-1)
+            actions = self.q.call(self.q.theta, self.q.acting_buffers(), self.on_device(obs)).argmax(-1).cpu().numpy()
         explore = self.act_rng.random(actions.shape) < self._epsilon[:, None]
         actions = np.where(explore, self.act_rng.integers(0, self.envs.num_actions, actions.shape), actions)
         return actions, actions
@@ -116,34 +114,33 @@ class PopulationDQN(OffPolicyPopulation):
         whole = len(members) == self.P
         stack = self.q if whole else self.q.rows(members)
         adam = self.adam if whole else self.adam.rows(members)
-        online = torch.from_numpy(stack.flat).requires_grad_()
+        online = stack.theta.detach().requires_grad_()
         next_obs = batch["next_obs"].float()
         with torch.no_grad():
-            next_q = stack.call(torch.from_numpy(np.ascontiguousarray(self.target[members])), stack.acting_buffers(),
-                                next_obs)
-            best = stack.call(torch.from_numpy(stack.flat), stack.acting_buffers(), next_obs).argmax(-1)
-            double = torch.tensor([bool(self.members[m]["double_q"]) for m in members])[:, None]
+            next_q = stack.call(self.target[members], stack.acting_buffers(), next_obs)
+            best = stack.call(stack.theta, stack.acting_buffers(), next_obs).argmax(-1)
+            double = torch.tensor([bool(self.members[m]["double_q"]) for m in members], device=self.device)[:, None]
             next_value = torch.where(double, next_q.gather(-1, best[..., None])[..., 0], next_q.max(-1).values)
             y = batch["rewards"] + batch["discounts"] * next_value
         q = stack.call(online, stack._buffers, batch["obs"].float()).gather(-1, batch["actions"][..., None])[..., 0]
         losses = torch.nn.functional.smooth_l1_loss(q, y, reduction="none").mean(-1)  # [members]
         losses.sum().backward()
         assert online.grad is not None
-        adam.step(stack.flat, online.grad.numpy(), self.hyper("lr")[members], self.hyper("max_grad_norm")[members])
+        adam.step(stack.theta, online.grad, self.column("lr", members), self.column("max_grad_norm", members))
         if not whole:  # the subset's copies back in place
             self.q.put_rows(members, stack)
             self.adam.put_rows(members, adam)
-        return {"td_loss": losses.detach().numpy(), "q_mean": q.detach().mean(-1).numpy()}
+        return {"td_loss": losses.detach().cpu().numpy(), "q_mean": q.detach().mean(-1).cpu().numpy()}
 
     def after_round(self, members: list[int]) -> None:
         """Each member's target network, when its cadence says (tau of the way; 1: a copy)."""
         for m in members:
             if self.env_steps[m] - self.last_target_update[m] >= int(self.members[m]["target_network_update_freq"]):
-                self.target[m] += F32(self.members[m]["tau"]) * (self.q.flat[m] - self.target[m])
+                self.target[m] += float(self.members[m]["tau"]) * (self.q.theta[m] - self.target[m])
                 self.last_target_update[m] = self.env_steps[m]
 
     def result_extras(self, m: int) -> dict[str, Any]:
         return {"epsilon": float(self.epsilons()[m])}
 
     def finite(self, m: int) -> bool:
-        return bool(np.isfinite(self.q.flat[m]).all())
+        return bool(self.q.theta[m].isfinite().all())

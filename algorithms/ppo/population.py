@@ -50,7 +50,9 @@ class PopulationNetworks(Protocol):
     ``population_mlp.PackedNetworks`` (the built-in MLP, numpy) or
     ``population_module.StackedModules`` (a user's torch module, stacked)."""
 
-    flat: np.ndarray
+    @property
+    def flat(self) -> np.ndarray:
+        """The members' parameters ``[P, D]``, written in place by the population's Adam."""
 
     def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Logits ``[P, B, A]`` and values ``[P, B]`` for observations ``[P, B, obs_dim]``."""
@@ -109,6 +111,9 @@ def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 class PopulationPPO:
     """PPO trained for every member of a pack at once (see the module docstring)."""
+
+    #: Where its learning runs: the built-in MLP's numpy learner and a user module's copies alike.
+    device = "cpu"
 
     def __init__(self, configs: Sequence[Mapping[str, Any]]) -> None:
         self.members = check_pack(configs)

@@ -40,7 +40,7 @@ SIGNATURE: dict[str, Any] = {
     "env": None, "env_config": {}, "num_envs_per_worker": 1, "train_batch_size": 256, "train_freq": 1,
     "gradient_steps": 1, "min_sample_timesteps_per_iteration": 1000, "num_steps_sampled_before_learning_starts": 100,
     "replay_buffer_config": {"capacity": 1_000_000}, "n_step": 1, "hidden_sizes": [256, 256], "activation": "relu",
-    "twin_q": True, "model": None, "model_config": {}}
+    "twin_q": True, "model": None, "model_config": {}, "num_gpus_for_learner": 0}
 #: Keys each member has its own value of, with SAC's defaults.
 PER_MEMBER: dict[str, Any] = {"lr": 3e-4, "gamma": 0.99, "tau": 0.005, "initial_alpha": 1.0, "target_entropy": "auto",
                               "max_grad_norm": None, "seed": 0}
@@ -79,20 +79,21 @@ class PopulationSAC(OffPolicyPopulation):
         self.act_dim = int(np.prod(box.shape))
         self.low, self.high = box.low.reshape(-1).astype(F32), box.high.reshape(-1).astype(F32)
         built = [build_networks(m, self.obs_space, box) for m in self.members]
-        self.actor = StackedModules([actor for actor, _ in built])
-        self.critic = StackedModules([critic for _, critic in built])
-        self.target = self.critic.flat.copy()
-        self.log_alpha = np.array([[math.log(float(m["initial_alpha"]))] for m in self.members], dtype=F32)
-        self.adams = {"actor": PopulationAdam(self.P, self.actor.flat.shape[1]),
-                      "critic": PopulationAdam(self.P, self.critic.flat.shape[1]), "alpha": PopulationAdam(self.P, 1)}
-        self.noise = torch.Generator().manual_seed(int(self.members[0]["seed"]) * 1_000 + self.P)
+        self.actor = StackedModules([actor for actor, _ in built], self.device)
+        self.critic = StackedModules([critic for _, critic in built], self.device)
+        self.target = self.critic.theta.clone()
+        self.log_alpha = torch.tensor([[math.log(float(m["initial_alpha"]))] for m in self.members], device=self.device)
+        self.adams = {"actor": PopulationAdam(self.P, self.actor.theta.shape[1], self.device),
+                      "critic": PopulationAdam(self.P, self.critic.theta.shape[1], self.device),
+                      "alpha": PopulationAdam(self.P, 1, self.device)}
+        self.noise = torch.Generator(self.device).manual_seed(int(self.members[0]["seed"]) * 1_000 + self.P)
         self._uniform = np.ones(self.P, dtype=bool)
 
     def reset_networks(self, m: int) -> None:
         actor, critic = build_networks(self.members[m], self.obs_space, self.act_space)  # type: ignore[arg-type]
         self.actor.take(m, actor)
         self.critic.take(m, critic)
-        self.target[m] = self.critic.flat[m]
+        self.target[m] = self.critic.theta[m]
         self.log_alpha[m] = math.log(float(self.members[m]["initial_alpha"]))
         for adam in self.adams.values():
             adam.reset(m)
@@ -115,13 +116,18 @@ class PopulationSAC(OffPolicyPopulation):
         import torch
 
         with torch.no_grad():
-            mean, log_std = self.actor.call(torch.from_numpy(self.actor.flat), self.actor.acting_buffers(),
-                                            torch.from_numpy(obs))
-            squashed = squashed_sample(mean, log_std, torch.randn(mean.shape, generator=self.noise))[0].numpy()
+            mean, log_std = self.actor.call(self.actor.theta, self.actor.acting_buffers(), self.on_device(obs))
+            squashed = squashed_sample(mean, log_std, self.gaussian(mean.shape))[0].cpu().numpy()
         uniform = self.act_rng.uniform(-1.0, 1.0, squashed.shape)
         squashed = np.where(self._uniform[:, None, None], uniform, squashed).astype(F32)
         env_actions = self.low + (squashed + 1) * 0.5 * (self.high - self.low)
         return squashed, env_actions.reshape(*squashed.shape[:2], *self.act_space.shape)  # type: ignore[misc]
+
+    def gaussian(self, shape: Any) -> Any:
+        """Standard normal noise of ``shape`` on the device, from the population's generator."""
+        import torch
+
+        return torch.randn(shape, generator=self.noise, device=self.device)
 
     # -- learning -----------------------------------------------------------------------------------
     def update(self, members: list[int]) -> dict[str, np.ndarray]:
@@ -137,53 +143,52 @@ class PopulationSAC(OffPolicyPopulation):
 
         def sample(theta: torch.Tensor, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             mean, log_std = actor.call(theta, actor._buffers, observations)
-            return squashed_sample(mean, log_std, torch.randn(mean.shape, generator=self.noise))
+            return squashed_sample(mean, log_std, self.gaussian(mean.shape))
 
-        def step(name: str, flat: np.ndarray, theta: torch.Tensor) -> None:
+        lr, clip = self.column("lr", members), self.column("max_grad_norm", members)
+
+        def step(name: str, stack: StackedModules, theta: torch.Tensor) -> None:
             assert theta.grad is not None
-            adams[name].step(flat, theta.grad.numpy(), self.hyper("lr")[members], self.hyper("max_grad_norm")[members])
+            adams[name].step(stack.theta, theta.grad, lr, clip)
 
         # temperature: towards the target entropy (this update's losses use it as it was before)
-        actor_theta = torch.from_numpy(actor.flat).requires_grad_()
+        actor_theta = actor.theta.detach().requires_grad_()
         pi_actions, logp = sample(actor_theta, obs)
-        log_alpha = torch.from_numpy(log_alpha_rows).requires_grad_()
+        log_alpha = log_alpha_rows.detach().requires_grad_()
         alpha = log_alpha.detach().exp()  # [P', 1]
-        target_entropy = torch.from_numpy(self.target_entropy()[members])
+        target_entropy = self.on_device(self.target_entropy()[members])
         alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean(-1)
         alpha_loss.sum().backward()
-        adams["alpha"].step(log_alpha_rows, log_alpha.grad.numpy(), self.hyper("lr")[members],  # type: ignore[union-attr]
-                            np.full((len(members), 1), math.inf, dtype=F32))
+        adams["alpha"].step(log_alpha_rows, log_alpha.grad, lr, torch.full_like(lr, math.inf))
         # critics: towards the soft Bellman target of the target critics
         with torch.no_grad():
-            next_actions, next_logp = sample(torch.from_numpy(actor.flat), next_obs)
-            target_rows = torch.from_numpy(np.ascontiguousarray(self.target[members]))
-            next_q = torch.stack(list(critic.call(target_rows, critic.acting_buffers(), next_obs, next_actions))).min(0).values
+            next_actions, next_logp = sample(actor.theta, next_obs)
+            next_q = torch.stack(list(critic.call(self.target[members], critic.acting_buffers(), next_obs,
+                                                  next_actions))).min(0).values
             y = batch["rewards"] + batch["discounts"] * (next_q - alpha * next_logp)
-        critic_theta = torch.from_numpy(critic.flat).requires_grad_()
+        critic_theta = critic.theta.detach().requires_grad_()
         qs = list(critic.call(critic_theta, critic._buffers, obs, batch["actions"]))
         q_losses = [((q - y) ** 2).mean(-1) for q in qs]
         critic_loss = 0.5 * sum(q_losses[1:], q_losses[0])
         critic_loss.sum().backward()
-        step("critic", critic.flat, critic_theta)
+        step("critic", critic, critic_theta)
         # actor: through the updated critics, held fixed
-        q_pi = torch.stack(list(critic.call(torch.from_numpy(critic.flat), critic.acting_buffers(), obs,
-                                            pi_actions))).min(0).values
+        q_pi = torch.stack(list(critic.call(critic.theta, critic.acting_buffers(), obs, pi_actions))).min(0).values
         actor_loss = (alpha * logp - q_pi).mean(-1)
         actor_loss.sum().backward()
-        step("actor", actor.flat, actor_theta)
-        tau = self.hyper("tau")[members]
-        self.target[members] += tau * (critic.flat - self.target[members])
+        step("actor", actor, actor_theta)
+        self.target[members] += self.column("tau", members) * (critic.theta - self.target[members])
         if not whole:  # the subset's copies back in place
             self.actor.put_rows(members, actor)
             self.critic.put_rows(members, critic)
             self.log_alpha[members] = log_alpha_rows
             for name, adam in adams.items():
                 self.adams[name].put_rows(members, adam)
-        return {"actor_loss": actor_loss.detach().numpy(), "critic_loss": critic_loss.detach().numpy(),
-                "alpha_loss": alpha_loss.detach().numpy(), "alpha": alpha[:, 0].numpy(),
-                "q_mean": qs[0].detach().mean(-1).numpy(), "entropy": -logp.detach().mean(-1).numpy()}
+        stats = {"actor_loss": actor_loss, "critic_loss": critic_loss, "alpha_loss": alpha_loss, "alpha": alpha[:, 0],
+                 "q_mean": qs[0].mean(-1), "entropy": -logp.mean(-1)}
+        return {key: value.detach().cpu().numpy() for key, value in stats.items()}
 
-    def _rows(self, members: list[int]) -> tuple[StackedModules, StackedModules, dict[str, PopulationAdam], np.ndarray]:
+    def _rows(self, members: list[int]) -> tuple[StackedModules, StackedModules, dict[str, PopulationAdam], Any]:
         """The actors, critics, optimisers and log alphas of ``members``: this population's own for
         all of them, else copies of their rows."""
         if len(members) == self.P:
@@ -192,4 +197,4 @@ class PopulationSAC(OffPolicyPopulation):
                 {name: adam.rows(members) for name, adam in self.adams.items()}, self.log_alpha[members])
 
     def finite(self, m: int) -> bool:
-        return bool(all(np.isfinite(flat[m]).all() for flat in (self.actor.flat, self.critic.flat, self.log_alpha)))
+        return bool(all(theta[m].isfinite().all() for theta in (self.actor.theta, self.critic.theta, self.log_alpha)))

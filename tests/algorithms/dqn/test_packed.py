@@ -122,3 +122,10 @@ def test_a_q_module_that_does_not_stack_has_no_signature_and_says_why():
                           "(RuntimeError: "), why
     signature, how = DQN.pack_signature({**{k: v for k, v in SMALL.items() if k != "hidden_sizes"}, "model": q_model})
     assert signature is not None and "q_model's Q network a member" in how
+
+
+def test_members_that_ask_a_gpu_share_a_pack_on_it_and_others_pack_apart():
+    on_cpu, how_cpu = DQN.pack_signature(dict(SMALL))
+    on_gpu, how_gpu = DQN.pack_signature({**SMALL, "num_gpus_for_learner": 1})
+    assert on_gpu is not None and on_gpu != on_cpu  # one device to a pack
+    assert how_gpu.endswith("stacked with torch.func a pack on its GPU") and not how_cpu.endswith("GPU")

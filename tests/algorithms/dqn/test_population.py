@@ -1,7 +1,8 @@
 """PopulationDQN (algorithms/dqn/population.py): a pack's DQN members each learn as they would alone.
 One update of the stacked members equals each member's own DQN update (its own minibatch, double Q
 or not, Huber loss, its own torch.optim.Adam after its own gradient clip); each member's target
-network follows its own cadence and tau; bad packs are one error naming pack_trials; a pack learns."""
+network follows its own cadence and tau; bad packs are one error naming pack_trials; a pack learns.
+The update and the NaN member run on the CPU and, where one is lent, on a CUDA device."""
 
 from __future__ import annotations
 
@@ -24,9 +25,15 @@ SMALL = {"env": "CartPole-v1", "num_envs_per_worker": 2, "train_batch_size": 8, 
          "hidden_sizes": [8], "n_step": 2, "replay_buffer_config": {"capacity": 100}}
 
 
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+#: A test of a pack on each device: its members' num_gpus_for_learner (a pack on a GPU holds its
+#: networks, optimisers and updates there).
+ON_EACH_DEVICE = pytest.mark.parametrize("pack", [0, pytest.param(1, marks=cuda)], indirect=True, ids=["cpu", "cuda"])
+
+
 @pytest.fixture
-def pack():
-    pack = PopulationDQN([{**SMALL, **m} for m in MEMBERS])
+def pack(request):
+    pack = PopulationDQN([{**SMALL, **m, "num_gpus_for_learner": getattr(request, "param", 0)} for m in MEMBERS])
     yield pack
     pack.stop()
 
@@ -44,6 +51,7 @@ def test_a_bad_pack_is_one_error_naming_pack_trials(configs, message):
     assert message in str(info.value)
 
 
+@ON_EACH_DEVICE
 def test_one_update_is_each_members_own_dqn_step(pack):
     for _ in range(4):  # some transitions in every member's buffer
         pack._sample_round(4)
@@ -77,7 +85,7 @@ def test_one_update_is_each_members_own_dqn_step(pack):
 
 
 def test_each_members_target_follows_its_own_cadence_and_tau(pack):
-    before = pack.target.copy()
+    before = pack.target.clone()
     pack.train()  # 16+ env steps each: member 0 (every 8) and 1 (every 16, tau 0.5) update, 2 (every 1000) not
     assert not np.array_equal(pack.target[0], before[0])
     np.testing.assert_array_equal(pack.target[0], pack.q.flat[0])  # tau 1: a copy at its last update
@@ -111,9 +119,10 @@ def test_a_pack_learns_cartpole_and_reports_each_member():
         pack.stop()
 
 
+@ON_EACH_DEVICE
 def test_a_member_whose_parameters_stop_being_finite_fails_alone(pack):
     pack.train()
-    pack.q.flat[1, :3] = np.nan
+    pack.q.theta[1, :3] = float("nan")
     results = pack.train()
     assert "not finite" in results[1]["error"] and "member 1" in results[1]["error"]
     assert "error" not in results[0] and "error" not in results[2]

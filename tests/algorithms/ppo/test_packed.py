@@ -257,3 +257,10 @@ def test_packing_forced_on_a_config_that_cannot_pack_names_the_key(ray_session, 
         tune.run("PPO", config={**SMALL, "num_workers": 1}, pack_trials=4, storage_path=str(tmp_path),
                  name="bad", verbose=0)
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_ppo_member_asking_a_gpu_is_not_packed_and_says_why():
+    from algorithms import PPO
+
+    signature, why = PPO.pack_signature({**SMALL, "num_gpus_for_learner": 1})
+    assert signature is None and why == "config key 'num_gpus_for_learner' is 1: a packed PPO member learns on the CPU"

@@ -1,7 +1,8 @@
 """PopulationSAC (algorithms/sac/population.py): a pack's SAC members each learn as they would alone.
 One update of the stacked members equals each member's own SAC update (the trainer's: temperature,
 then critics, then actor through the updated critics, then the target critics), with the same
-noise; bad packs are one error naming pack_trials; a subset learns and the others stay put."""
+noise, on the CPU and (where one is lent) on a CUDA device; bad packs are one error naming
+pack_trials; a subset learns and the others stay put."""
 
 from __future__ import annotations
 
@@ -24,9 +25,15 @@ SMALL = {"env": "Pendulum-v1", "num_envs_per_worker": 2, "train_batch_size": 8, 
          "hidden_sizes": [8], "replay_buffer_config": {"capacity": 100}}
 
 
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+#: A test of a pack on each device: its members' num_gpus_for_learner (a pack on a GPU holds its
+#: networks, optimisers and updates there).
+ON_EACH_DEVICE = pytest.mark.parametrize("pack", [0, pytest.param(1, marks=cuda)], indirect=True, ids=["cpu", "cuda"])
+
+
 @pytest.fixture
-def pack():
-    pack = PopulationSAC([{**SMALL, **m} for m in MEMBERS])
+def pack(request):
+    pack = PopulationSAC([{**SMALL, **m, "num_gpus_for_learner": getattr(request, "param", 0)} for m in MEMBERS])
     yield pack
     pack.stop()
 
@@ -55,6 +62,7 @@ def _adam_step(params, loss, lr, max_grad_norm):
     optimizer.step()
 
 
+@ON_EACH_DEVICE
 def test_one_update_is_each_members_own_sac_step(pack):
     for _ in range(8):
         pack._sample_round(2)
@@ -62,10 +70,11 @@ def test_one_update_is_each_members_own_sac_step(pack):
     nets = [build_networks({**pack.members[m], "seed": MEMBERS[m]["seed"]}, pack.obs_space, pack.act_space)
             for m in range(P)]
     draws = [pack.buffers[m].sample(B, copy.deepcopy(pack.replay_rngs[m])) for m in range(P)]
-    noise_rng = torch.Generator()
+    noise_rng = torch.Generator(pack.device)
     noise_rng.set_state(pack.noise.get_state())
     act_dim = pack.act_dim
-    noise, next_noise = torch.randn((P, B, act_dim), generator=noise_rng), torch.randn((P, B, act_dim), generator=noise_rng)
+    noise, next_noise = (torch.randn((P, B, act_dim), generator=noise_rng, device=pack.device).cpu()
+                         for _ in range(2))
     stats = pack.update(list(range(P)))
     for m, member in enumerate(MEMBERS):
         actor, critic = nets[m]
@@ -93,7 +102,7 @@ def test_one_update_is_each_members_own_sac_step(pack):
                 t.lerp_(p, member["tau"])
         for key, value in (("alpha_loss", alpha_loss), ("critic_loss", critic_loss), ("actor_loss", actor_loss)):
             assert stats[key][m] == pytest.approx(value.item(), rel=1e-4, abs=1e-5), key
-        assert pack.log_alpha[m, 0] == pytest.approx(log_alpha.item(), rel=1e-5)
+        assert float(pack.log_alpha[m, 0]) == pytest.approx(log_alpha.item(), rel=1e-5)
         for module, stack, flat in ((actor, pack.actor, None), (critic, pack.critic, None), (target, pack.critic, pack.target)):
             for name, value in module.state_dict().items():
                 torch.testing.assert_close(stack.state_dict(m, flat)[name], value, rtol=1e-4, atol=1e-6)
@@ -101,7 +110,7 @@ def test_one_update_is_each_members_own_sac_step(pack):
 
 def test_a_subset_of_members_learns_and_the_others_stay_as_they_were(pack):
     pack.train()
-    before = (pack.actor.flat[0].copy(), pack.critic.flat[0].copy(), pack.target[0].copy(), float(pack.log_alpha[0, 0]))
+    before = (pack.actor.flat[0].copy(), pack.critic.flat[0].copy(), pack.target[0].clone(), float(pack.log_alpha[0, 0]))
     results = pack.train(learning=[1])
     assert len(results) == 1 and results[0]["members_learning"] == 1 and results[0]["num_sgd_updates"] > 0
     for now, then in zip((pack.actor.flat[0], pack.critic.flat[0], pack.target[0]), before[:3]):
@@ -109,9 +118,10 @@ def test_a_subset_of_members_learns_and_the_others_stay_as_they_were(pack):
     assert float(pack.log_alpha[0, 0]) == before[3]
 
 
+@ON_EACH_DEVICE
 def test_a_member_whose_parameters_stop_being_finite_fails_alone(pack):
     pack.train()
-    pack.critic.flat[0, :3] = np.nan
+    pack.critic.theta[0, :3] = math.nan
     results = pack.train()
     assert "not finite" in results[0]["error"] and "member 0" in results[0]["error"]
     assert "error" not in results[1]
