@@ -60,8 +60,6 @@ def member_blocker(trainer: type[DistributedTrainer], c: Mapping[str, Any], prep
         return f"config key 'num_workers' is {c['num_workers']!r}: a packed member samples in its pack's process (0)"
     default = trainer.resolve_config({"env": c["env"]})
     for key in sorted(k for k in set(c) - own_keys - FREE if not k.startswith("_")):
-        if key == "num_gpus_for_learner" and c[key]:
-            return f"config key 'num_gpus_for_learner' is {c[key]!r}: a packed {trainer._name} member learns on the CPU"
         if repr(c[key]) != repr(default.get(key)):
             return f"config key {key!r} is {c[key]!r}: a packed member runs with its default {default.get(key)!r}"
     obs, act = prepared.observation_space, prepared.action_space

@@ -64,6 +64,31 @@ class StackedModules:
             raise RuntimeError(f"a stack on {self.device} has no numpy view of its parameters; use its theta")
         return self.theta.numpy()
 
+    @property
+    def params(self) -> torch.Tensor:
+        """What a population's Adam steps: :attr:`theta`."""
+        return self.theta
+
+    def gradient_buffer(self) -> torch.Tensor:
+        """A zero buffer of :attr:`theta`'s shape and device, for a gradient."""
+        import torch
+
+        return torch.zeros_like(self.theta)
+
+    def row(self, m: int) -> np.ndarray:
+        """Member ``m``'s parameters ``[D]`` (a numpy copy)."""
+        return self.theta[m].detach().cpu().numpy().copy()
+
+    def set_row(self, m: int, values: np.ndarray) -> None:
+        """Member ``m``'s parameters become ``values`` ``[D]``."""
+        import torch
+
+        self.theta[m] = torch.as_tensor(values, device=self.device)
+
+    def finite(self, m: int) -> bool:
+        """Whether member ``m``'s parameters are all finite."""
+        return bool(self.theta[m].isfinite().all())
+
     def take(self, m: int, module: nn.Module) -> None:
         """Member ``m`` becomes ``module``'s copy (its parameters and buffers)."""
         params = dict(module.named_parameters())

@@ -47,13 +47,15 @@ def pack_signature(trainer: type[DistributedTrainer], config: Mapping[str, Any])
                               shape_value(model))
         if why_not is not None:
             return None, f"config key 'model' is {getattr(model, '__qualname__', model)}: {why_not}"
-        network = f"{getattr(model, '__qualname__', model)}'s module a member, stacked with torch.func"
+        network = f"{getattr(model, '__qualname__', model)}'s module a member, stacked with torch.func" + (
+            " on its GPU" if c["num_gpus_for_learner"] else "")
     else:
         if model.get("activation") != "tanh" or model.get("shared_layers"):
             return None, f"config key 'model' is {dict(model)!r}: a packed member is the built-in separate tanh MLP"
         if c["learner"] == "torch":
-            return None, "config key 'learner' is 'torch': a pack of the built-in MLP learns in numpy"
-        network = f"a {list(model['hidden_sizes'])} MLP a member, one numpy learner"
+            return None, "config key 'learner' is 'torch': a pack of the built-in MLP learns as the numpy learner"
+        network = f"a {list(model['hidden_sizes'])} MLP a member, " + (
+            "stacked with torch.func on its GPU" if c["num_gpus_for_learner"] else "one numpy learner")
     member = member_config(c)
     signature = tuple(shape_value(member[key]) for key in SIGNATURE)
     envs = member["num_envs_per_worker"]
@@ -97,7 +99,8 @@ def ppo_state(population: PopulationPPO, m: int, seed: int) -> dict[str, Any]:
     import torch
 
     nets, slices = population.nets, population.nets.named_slices()
-    policy = {name: torch.from_numpy(nets.flat[m, offset:offset + int(np.prod(shape))].reshape(shape).copy())
+    row = nets.row(m)
+    policy = {name: torch.from_numpy(row[offset:offset + int(np.prod(shape))].reshape(shape).copy())
               for name, offset, shape in slices}
     policy.update(nets.buffers(m))
     episodes = list(population.episodes[m])
@@ -116,13 +119,14 @@ def load_ppo_state(population: PopulationPPO, m: int, state: Mapping[str, Any]) 
     """Member ``m`` takes a PPO checkpoint's state (:func:`ppo_state`'s, or an unpacked PPO trial's
     of the same network); a network of another shape is a ValueError naming ``pack_trials``."""
     nets, slices = population.nets, population.nets.named_slices()
-    policy = state["policy"]
+    policy, row = state["policy"], nets.row(m)
     for name, offset, shape in slices:
         value = policy.get(name)
         if value is None or tuple(value.shape) != shape:
             raise ValueError(f"pack_trials: the checkpoint's network does not fit this pack's members "
                              f"({name}: {None if value is None else tuple(value.shape)} against {shape})")
-        nets.flat[m, offset:offset + int(np.prod(shape))] = value.reshape(-1).numpy()
+        row[offset:offset + int(np.prod(shape))] = value.reshape(-1).numpy()
+    nets.set_row(m, row)
     nets.load_buffers(m, policy)
     adam = (state.get("learner") or {}).get("optimizer") or {}
     population.adam.load_torch_state(m, adam.get("state", {}) if adam.get("name") == "adam" else {}, slices)

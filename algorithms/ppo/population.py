@@ -5,7 +5,9 @@ networks are one stacked population (:class:`PopulationNetworks`): the built-in 
 value tanh MLPs in numpy, every layer of every member one batched matmul and the gradient by hand
 (``population_mlp.py``), or a user's torch module of the model contract stacked with
 ``torch.func`` (``population_module.py``); member ``m``'s parameters are row ``m`` of one flat
-buffer ``[P, D]`` that Adam steps whole. Each member's ``num_envs_per_worker`` envs of a user's
+buffer ``[P, D]`` that Adam steps whole. A pack whose members ask ``num_gpus_for_learner`` learns
+on its GPU: the networks (the built-in MLPs as their torch twin, ``population_mlp_torch.py``), the
+gradient and Adam live there; sampling's and the advantages' arrays stay in host memory. Each member's ``num_envs_per_worker`` envs of a user's
 env are a vector env of its own, reset from its seed (an env that raises fails its member alone);
 a natively vectorised gymnasium env (CartPole) is one vector env of ``P x num_envs_per_worker``
 copies, member ``m`` the ``m``-th block. One batched forward pass acts for all. The
@@ -30,15 +32,16 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from algorithms.sampling.population_envs import PopulationEnvs
+from algorithms.core.learner_config import learner_device
 from algorithms.core.packed_member import shape_value
+from algorithms.sampling.population_envs import PopulationEnvs
 from algorithms.optim.population_adam import PopulationAdam
 from algorithms.ppo.population_mlp import F32, PackedNetworks, keep_freed_memory, log_softmax
 
 #: Keys every member of a pack shares (they fix the arrays' shapes), with PPO's defaults.
 SIGNATURE: dict[str, Any] = {"env": None, "env_config": {}, "num_envs_per_worker": 8, "train_batch_size": 2048,
                              "minibatch_size": 512, "num_epochs": 10, "hidden_sizes": [64, 64], "model": None,
-                             "model_config": {}}
+                             "model_config": {}, "num_gpus_for_learner": 0}
 #: Keys each member has its own value of, with PPO's defaults.
 PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5,
                               "entropy_coeff": 0.0, "max_grad_norm": 0.5, "seed": 0}
@@ -46,20 +49,35 @@ PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "cli
 
 
 class PopulationNetworks(Protocol):
-    """Every member's network, its parameters row ``m`` of :attr:`flat` ``[P, D]`` (float32):
-    ``population_mlp.PackedNetworks`` (the built-in MLP, numpy) or
-    ``population_module.StackedModules`` (a user's torch module, stacked)."""
+    """Every member's network, its parameters row ``m`` of :attr:`params` ``[P, D]`` (float32):
+    ``population_mlp.PackedNetworks`` (the built-in MLP, numpy), or
+    ``population_module.StackedModules`` (a user's torch module, or on a GPU the built-in MLP's
+    twin of ``population_mlp_torch.py``, stacked on the pack's device)."""
 
     @property
-    def flat(self) -> np.ndarray:
-        """The members' parameters ``[P, D]``, written in place by the population's Adam."""
+    def params(self) -> Any:
+        """The members' parameters ``[P, D]`` (a numpy array, or a tensor on the device), written
+        in place by the population's Adam."""
+
+    def gradient_buffer(self) -> Any:
+        """A zero buffer like :attr:`params`, for :meth:`loss_gradient` to write into."""
+
+    def row(self, m: int) -> np.ndarray:
+        """Member ``m``'s parameters ``[D]`` (a numpy copy)."""
+
+    def set_row(self, m: int, values: np.ndarray) -> None:
+        """Member ``m``'s parameters become ``values``."""
+
+    def finite(self, m: int) -> bool:
+        """Whether member ``m``'s parameters are all finite."""
 
     def outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Logits ``[P, B, A]`` and values ``[P, B]`` for observations ``[P, B, obs_dim]``."""
 
     def loss_gradient(self, mb: Mapping[str, np.ndarray], adv: np.ndarray, weight: np.ndarray,
-                      coeffs: Mapping[str, np.ndarray], grad: np.ndarray) -> dict[str, np.ndarray]:
-        """Each member's PPO loss on its minibatch, its gradient written into ``grad``."""
+                      coeffs: Mapping[str, np.ndarray], grad: Any) -> dict[str, np.ndarray]:
+        """Each member's PPO loss on its minibatch, its gradient written into ``grad`` (of
+        :meth:`gradient_buffer`)."""
 
     def initialise(self, m: int, seed: int) -> None:
         """Member ``m``'s network drawn anew from ``seed``."""
@@ -112,9 +130,6 @@ def check_pack(configs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 class PopulationPPO:
     """PPO trained for every member of a pack at once (see the module docstring)."""
 
-    #: Where its learning runs: the built-in MLP's numpy learner and a user module's copies alike.
-    device = "cpu"
-
     def __init__(self, configs: Sequence[Mapping[str, Any]]) -> None:
         self.members = check_pack(configs)
         keep_freed_memory()
@@ -125,15 +140,21 @@ class PopulationPPO:
         obs_space, act_space = self.envs.observation_space, self.envs.action_space
         self.obs_dim, self.num_actions = self.envs.obs_dim, self.envs.num_actions
         seeds = [int(m["seed"]) for m in self.members]
+        self.device = learner_device(first["num_gpus_for_learner"])
         self.nets: PopulationNetworks
-        if first["model"] is None:
-            self.nets = PackedNetworks([self.obs_dim, *first["hidden_sizes"], self.num_actions], seeds)
+        sizes = [self.obs_dim, *first["hidden_sizes"], self.num_actions]
+        if first["model"] is None and self.device == "cpu":
+            self.nets = PackedNetworks(sizes, seeds)
+        elif first["model"] is None:
+            from algorithms.ppo.population_mlp_torch import builtin_stack
+
+            self.nets = builtin_stack(sizes, seeds, obs_space, act_space, self.device)
         else:
             from algorithms.ppo.population_module import StackedModules
 
-            self.nets = StackedModules(first["model"], first["model_config"], obs_space, act_space, seeds)
-        self.grad = np.zeros_like(self.nets.flat)
-        self.adam = PopulationAdam(self.P, self.grad.shape[1])
+            self.nets = StackedModules(first["model"], first["model_config"], obs_space, act_space, seeds, self.device)
+        self.grad = self.nets.gradient_buffer()
+        self.adam = PopulationAdam(self.P, self.grad.shape[1], self.device)
         self.rng = np.random.default_rng([seeds[0], self.P])
         self.iteration = 0
 
@@ -241,7 +262,7 @@ class PopulationPPO:
     def adam_step(self) -> None:
         """Adam on every member's row of the flat buffer with its own lr, after clipping its
         gradient to its own global norm (``algorithms/optim/population_adam.py``)."""
-        self.adam.step(self.nets.flat, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"))
+        self.adam.step(self.nets.params, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"))
 
     # -- one iteration --------------------------------------------------------------------------------
     def train(self, learning: Sequence[int] | None = None) -> list[dict[str, Any]]:
@@ -263,7 +284,7 @@ class PopulationPPO:
                 **{k: float(v[i]) for k, v in stats.items()}}
             if m in self.envs.errors:
                 result["error"] = f"member {m}'s env raised:\n{self.envs.errors.pop(m)}"
-            elif not (all(math.isfinite(float(v[i])) for v in stats.values()) and np.isfinite(self.nets.flat[m]).all()):
+            elif not (all(math.isfinite(float(v[i])) for v in stats.values()) and self.nets.finite(m)):
                 result["error"] = (f"member {m}'s loss or parameters are not finite (lr {self.members[m]['lr']!r}): "
                                    f"{ {k: float(v[i]) for k, v in stats.items()} }")
             results.append(result)
@@ -276,7 +297,8 @@ class PopulationPPO:
         sub.members = [self.members[m] for m in members]
         sub.P, sub.N, sub.T, sub.num_actions, sub.rng = len(members), self.N, self.T, self.num_actions, self.rng
         sub.nets = self.nets.rows(members)
-        sub.grad = np.zeros_like(sub.nets.flat)
+        sub.device = self.device
+        sub.grad = sub.nets.gradient_buffer()
         sub.adam = self.adam.rows(members)
         stats = sub.learn({k: v[:, members] for k, v in batch.items()})
         self.nets.put_rows(members, sub.nets)
@@ -295,19 +317,19 @@ class PopulationPPO:
     def member_state(self, m: int) -> dict[str, Any]:
         """Member ``m``'s slice of the pack: its parameters, Adam moments and step count, its
         config, env steps and episode window (copies: the pack goes on without touching them)."""
-        return {"params": self.nets.flat[m].copy(), **self.adam.member_state(m),
+        return {"params": self.nets.row(m), **self.adam.member_state(m),
                 "config": dict(self.members[m]), **self.envs.counts(m)}
 
     def load_member_state(self, m: int, state: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> None:
         """Member ``m`` takes ``state`` (:meth:`member_state` of this pack's member or another's of
         the same signature); ``config`` (a PBT exploit's perturbed one) replaces the state's
         per-member hyperparameters, as a trial's restore with a new config does."""
-        if state["params"].shape != self.nets.flat[m].shape:
+        if state["params"].shape != (self.grad.shape[1],):
             raise ValueError(f"pack_trials: a member state of {state['params'].shape[0]} parameters does not fit "
-                             f"this pack's members ({self.nets.flat.shape[1]})")
+                             f"this pack's members ({self.grad.shape[1]})")
         merged = check_pack([{**{k: v for k, v in state["config"].items() if k in PER_MEMBER},
                               **{k: self.members[m][k] for k in SIGNATURE}, **(config or {})}])[0]
-        self.nets.flat[m] = state["params"]
+        self.nets.set_row(m, state["params"])
         self.adam.load_member_state(m, state)
         self.members[m] = merged
         self.restart_counts(m, state["env_steps"], state["episodes_total"], state["episodes"])

@@ -88,6 +88,27 @@ class PackedNetworks:
         out += self.biases[-1]
         return hs, out
 
+    @property
+    def params(self) -> np.ndarray:
+        """What a population's Adam steps: :attr:`flat`."""
+        return self.flat
+
+    def gradient_buffer(self) -> np.ndarray:
+        """A zero buffer of :attr:`flat`'s shape, for a gradient."""
+        return np.zeros_like(self.flat)
+
+    def row(self, m: int) -> np.ndarray:
+        """Member ``m``'s parameters ``[D]`` (a copy)."""
+        return self.flat[m].copy()
+
+    def set_row(self, m: int, values: np.ndarray) -> None:
+        """Member ``m``'s parameters become ``values`` ``[D]``."""
+        self.flat[m] = values
+
+    def finite(self, m: int) -> bool:
+        """Whether member ``m``'s parameters are all finite."""
+        return bool(np.isfinite(self.flat[m]).all())
+
     def rows(self, members: Sequence[int]) -> PackedNetworks:
         """The networks of ``members`` (a copy of their rows), as a population of their own."""
         nets = self.over(self.flat[list(members)], self.shapes)

@@ -48,10 +48,10 @@ class StackedModules(stacked.StackedModules):
     """Every member's copy of a user's PPO module, stacked (see the module docstring)."""
 
     def __init__(self, factory: Callable[..., Any], model_config: Mapping[str, Any], obs_space: gym.Space,
-                 act_space: gym.Space, seeds: Sequence[int]) -> None:
+                 act_space: gym.Space, seeds: Sequence[int], device: str = "cpu") -> None:
         self.factory, self.model_config = factory, dict(model_config)
         self.obs_space, self.act_space = obs_space, act_space
-        super().__init__([build_member(factory, model_config, obs_space, act_space, seed) for seed in seeds])
+        super().__init__([build_member(factory, model_config, obs_space, act_space, seed) for seed in seeds], device)
 
     # -- the population's interface (algorithms/ppo/population.py: PopulationNetworks) -------------
     def initialise(self, m: int, seed: int) -> None:
@@ -63,20 +63,21 @@ class StackedModules(stacked.StackedModules):
         import torch
 
         with torch.no_grad():
-            logits, values = self._forward(torch.from_numpy(self.flat), torch.from_numpy(np.asarray(obs, dtype=F32)),
-                                           self.acting_buffers())
-        return logits.numpy(), values.numpy()
+            obs_t = torch.from_numpy(np.asarray(obs, dtype=F32)).to(self.device)
+            logits, values = self._forward(self.theta, obs_t, self.acting_buffers())
+        return logits.cpu().numpy(), values.cpu().numpy()
 
     def loss_gradient(self, mb: Mapping[str, np.ndarray], adv: np.ndarray, weight: np.ndarray,
-                      coeffs: Mapping[str, np.ndarray], grad: np.ndarray) -> dict[str, np.ndarray]:
+                      coeffs: Mapping[str, np.ndarray], grad: torch.Tensor) -> dict[str, np.ndarray]:
         """Every member's PPO loss on its minibatch (as ``PackedNetworks.loss_gradient``), its
-        gradient by autograd into ``grad`` ``[P, D]``."""
+        gradient by autograd into ``grad`` ``[P, D]`` (of :meth:`gradient_buffer`), on the
+        stack's device."""
         import torch
 
         def t(a: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(np.ascontiguousarray(a))
+            return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
 
-        theta = torch.from_numpy(self.flat).requires_grad_()
+        theta = self.theta.detach().requires_grad_()
         logits, values = self._forward(theta, t(mb["obs"]), self._buffers)
         logp_all = torch.log_softmax(logits, dim=-1)
         log_ratio = logp_all.gather(-1, t(mb["actions"])[..., None])[..., 0] - t(mb["logp"])
@@ -90,10 +91,10 @@ class StackedModules(stacked.StackedModules):
         entropy = -((logp_all.exp() * logp_all).sum(-1) * w).sum(1)
         loss = policy_loss + t(coeffs["vf_loss_coeff"])[:, 0] * vf_loss - t(coeffs["entropy_coeff"])[:, 0] * entropy
         loss.sum().backward()
-        grad[...] = theta.grad.numpy()  # type: ignore[union-attr]
-        return {"policy_loss": policy_loss.detach().numpy(), "vf_loss": vf_loss.detach().numpy(),
-                "entropy": entropy.detach().numpy(), "ratio": ratio.detach().numpy(),
-                "log_ratio": log_ratio.detach().numpy()}
+        grad.copy_(theta.grad)  # type: ignore[arg-type]
+        stats = {"policy_loss": policy_loss, "vf_loss": vf_loss, "entropy": entropy, "ratio": ratio,
+                 "log_ratio": log_ratio}
+        return {key: value.detach().cpu().numpy() for key, value in stats.items()}
 
     def _forward(self, theta: torch.Tensor, obs: torch.Tensor,
                  buffers: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,7 +132,7 @@ def _try_stack(factory: Callable[..., Any], model_config: Mapping[str, Any], obs
               "returns": np.zeros((P, B), dtype=F32)}
         nets.loss_gradient(mb, np.ones((P, B), dtype=F32), np.full((P, B), 1 / B, dtype=F32),
                            {"clip_param": column, "vf_loss_coeff": column, "entropy_coeff": column},
-                           np.zeros_like(nets.flat))
+                           nets.gradient_buffer())
     except Exception as error:  # noqa: BLE001 - any failure of a user's module means it does not stack
         first = (str(error).strip().splitlines() or [""])[0]
         return f"its module does not stack under torch.func.vmap ({type(error).__name__}: {first})"

@@ -259,8 +259,10 @@ def test_packing_forced_on_a_config_that_cannot_pack_names_the_key(ray_session, 
     assert not (tmp_path / "bad").exists()
 
 
-def test_a_ppo_member_asking_a_gpu_is_not_packed_and_says_why():
+def test_members_that_ask_a_gpu_share_a_pack_on_it_and_others_pack_apart():
     from algorithms import PPO
 
-    signature, why = PPO.pack_signature({**SMALL, "num_gpus_for_learner": 1})
-    assert signature is None and why == "config key 'num_gpus_for_learner' is 1: a packed PPO member learns on the CPU"
+    on_cpu, how_cpu = PPO.pack_signature(dict(SMALL))
+    on_gpu, how_gpu = PPO.pack_signature({**SMALL, "num_gpus_for_learner": 1})
+    assert on_gpu is not None and on_gpu != on_cpu  # one device to a pack
+    assert "MLP a member, stacked with torch.func on its GPU" in how_gpu and "one numpy learner" in how_cpu
