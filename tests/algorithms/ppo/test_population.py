@@ -71,14 +71,20 @@ def _member_forward(layers: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor
     return x
 
 
-def test_one_update_is_each_members_own_adam_step(pack):
+def random_minibatch(pack: PopulationPPO, M: int = 8) -> dict[str, np.ndarray]:
+    """A minibatch ``[P, M, ...]`` for ``pack.update``, with member 1's first 3 rows reset rows."""
     rng = np.random.default_rng(0)
-    P, M = pack.P, 8
+    P = pack.P
     mb = {"obs": rng.standard_normal((P, M, pack.obs_dim)).astype(np.float32),
           "actions": rng.integers(0, 2, (P, M)), "logp": (-rng.random((P, M)) - 0.3).astype(np.float32),
           "adv": rng.standard_normal((P, M)).astype(np.float32),
           "returns": rng.standard_normal((P, M)).astype(np.float32), "valid": np.ones((P, M), dtype=np.float32)}
     mb["valid"][1, :3] = 0.0  # reset rows weigh nothing
+    return mb
+
+
+def test_one_update_is_each_members_own_adam_step(pack):
+    P, mb = pack.P, random_minibatch(pack)
     before = [(_member_layers(pack, m, 0), _member_layers(pack, m, 1)) for m in range(P)]
     stats = pack.update(mb)
     for m, member in enumerate(MEMBERS):

@@ -13,7 +13,7 @@ from algorithms.optim.population_adam import PopulationAdam
 from algorithms.ppo.packed import ppo_state
 from algorithms.ppo.population import PopulationPPO
 from algorithms.ppo.population_mlp_torch import builtin_stack
-from tests.algorithms.ppo.test_population import MEMBERS, SMALL
+from tests.algorithms.ppo.test_population import MEMBERS, SMALL, random_minibatch
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -55,13 +55,7 @@ def test_members_start_as_the_numpy_packs_and_act_alike(twins):
 
 def test_one_update_is_the_numpy_packs_and_a_checkpoint_moves_between_them(twins):
     numpy_pack, torch_pack = twins
-    rng = np.random.default_rng(0)
-    P, M = numpy_pack.P, 8
-    mb = {"obs": rng.standard_normal((P, M, numpy_pack.obs_dim)).astype(np.float32),
-          "actions": rng.integers(0, 2, (P, M)), "logp": (-rng.random((P, M)) - 0.3).astype(np.float32),
-          "adv": rng.standard_normal((P, M)).astype(np.float32),
-          "returns": rng.standard_normal((P, M)).astype(np.float32), "valid": np.ones((P, M), dtype=np.float32)}
-    mb["valid"][1, :3] = 0.0
+    mb = random_minibatch(numpy_pack)
     for _ in range(3):
         mine, theirs = torch_pack.update(mb), numpy_pack.update(mb)
         for key in theirs:
