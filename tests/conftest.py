@@ -96,24 +96,9 @@ def pytest_collection_modifyitems(config, items):
         if bool(item.get_closest_marker("cluster")) != (module in CLUSTER_MODULES):
             raise pytest.UsageError(f"{module}: a module marked cluster must be in tests/conftest.py's "
                                     "CLUSTER_MODULES, and only those")
-    # Longest work first, so that the two workers end together: the cluster modules (which one
-    # worker runs alone: the other shares out everything else meanwhile), then the modules that run
-    # whole programs, then those with the most tests on Ray, and the quick unit tests last, which
-    # fill in whichever worker is done first. (xdist's own order, by tests per module, puts the
-    # few-but-long modules at the end.)
-    items.sort(key=_module_cost(items))
-
-
-def _module_cost(items):
-    """Items' sort key: their module's rank, longest expected work first (see above)."""
-    slow: dict[str, int] = {}
-    kind: dict[str, int] = {}
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        slow[module] = slow.get(module, 0) + bool(item.get_closest_marker("slow"))
-        rank = 0 if item.get_closest_marker("cluster") else 1 if item.path.parent.name in SLOW_FOLDERS else 2
-        kind[module] = min(kind.get(module, rank), rank)
-    return lambda item: (kind[item.nodeid.split("::")[0]], -slow[item.nodeid.split("::")[0]])
+    # The cluster modules are the longest work one worker must run alone: first, so the other
+    # worker shares out everything else meanwhile instead of waiting for them at the end.
+    items.sort(key=lambda item: not item.get_closest_marker("cluster"))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -124,8 +109,6 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False  # the modules in the order collected: longest first (above)
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:

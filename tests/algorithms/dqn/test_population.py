@@ -105,7 +105,8 @@ def test_a_subset_of_members_learns_and_the_others_stay_as_they_were(pack):
 
 
 def test_a_pack_learns_cartpole_and_reports_each_member():
-    config = {"env": "CartPole-v1", "hidden_sizes": [64, 64], "num_steps_sampled_before_learning_starts": 500,
+    config = {"env": "CartPole-v1", "num_envs_per_worker": 4, "hidden_sizes": [64, 64],
+              "num_steps_sampled_before_learning_starts": 500,
               "epsilon": [[0, 1.0], [5000, 0.05]], "train_batch_size": 64, "target_network_update_freq": 250}
     pack = PopulationDQN([{**config, "lr": 1e-3, "seed": 0}, {**config, "lr": 1e-3, "seed": 1}])
     try:
