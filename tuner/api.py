@@ -356,7 +356,7 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     planned = max_trials if max_trials is not None else grid_total(innermost)
     if trainable_cls.packed_trainable() is not None:
         resources_for = PackPlan(trainable_cls, options.pack_trials, planned, resources_for,
-                                 cpus=lambda: float(ray.cluster_resources().get("CPU", 0.0)), say=reporter.note,
+                                 cluster=ray.cluster_resources, say=reporter.note,
                                  space={**config, **(innermost.own_space() or {})},
                                  define_by_run=innermost.defines_space_by_run())
     name = options.name or default_sweep_name(trainable_cls.__name__)

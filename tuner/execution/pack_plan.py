@@ -3,8 +3,8 @@
 A trainer that can pack (``Trainable.pack_signature``) gives each config a signature; trials of
 equal signatures share packs of up to ``capacity`` members (see ``pack_backend``). ``"auto"``
 packs where the trainer can and there are more trials than the cluster has room for learners
-side by side: as many members to a pack as spread the planned trials over those learners (at most
-:data:`AUTO_MAX`). An int is the most members to a pack, and packing then is an order: a config
+side by side (by every resource a learner asks: CPUs, and GPUs for learners on a GPU): as many
+members to a pack as spread the planned trials over those learners (at most :data:`AUTO_MAX`). An int is the most members to a pack, and packing then is an order: a config
 the trainer cannot pack is an error naming ``pack_trials``, before anything runs.
 """
 
@@ -31,12 +31,12 @@ AUTO_MAX = 32
 class PackPlan:
     """``resources_for`` of a sweep with ``pack_trials``: a member's placement for a config that
     packs, ``base(config)`` for one that does not. ``planned``: the trials the sweep will run
-    (None: its searcher decides); ``cpus``: the cluster's CPUs, read on first use; ``say``: how
+    (None: its searcher decides); ``cluster``: the cluster's resources, read on first use; ``say``: how
     the sweep says its one line on packing; ``space``: the searched space (``tune.run``'s config
     and a searcher's own); ``define_by_run``: the searcher suggests its space trial by trial."""
 
     def __init__(self, trainable_cls: type[Trainable], pack_trials: Any, planned: int | None,
-                 base: Callable[[dict[str, Any]], PlacementGroupFactory], cpus: Callable[[], float],
+                 base: Callable[[dict[str, Any]], PlacementGroupFactory], cluster: Callable[[], Mapping[str, float]],
                  say: Callable[[str], None], space: Mapping[str, Any] | None = None,
                  define_by_run: bool = False) -> None:
         check_pack_trials(pack_trials)
@@ -47,7 +47,7 @@ class PackPlan:
         self._pack_trials = pack_trials
         self._planned = planned
         self._base = base
-        self._cpus = cpus
+        self._cluster = cluster
         self._say = say
         self._said: set[str] = set()
 
@@ -83,8 +83,9 @@ class PackPlan:
         return MemberPlacement((self._cls.__qualname__, signature), capacity, pgf.bundles)
 
     def _auto_capacity(self, pgf: PlacementGroupFactory) -> int:
-        learner = pgf.bundles[0].get("CPU", 0.0) or 1.0
-        side_by_side = max(1, int(self._cpus() / learner + 1e-9))
+        cluster = self._cluster()
+        learner = {name: amount for name, amount in pgf.bundles[0].items() if amount > 0} or {"CPU": 1.0}
+        side_by_side = max(1, min(int(cluster.get(name, 0.0) / amount + 1e-9) for name, amount in learner.items()))
         planned = AUTO_MAX * side_by_side if self._planned is None else self._planned
         return min(AUTO_MAX, math.ceil(planned / side_by_side))
 

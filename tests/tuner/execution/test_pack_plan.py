@@ -33,10 +33,10 @@ class Packable(Trainable):
         return cls
 
 
-def _plan(pack_trials, planned=32, cpus=2.0, space=None):
+def _plan(pack_trials, planned=32, cpus=2.0, space=None, cluster=None, learner=LEARNER):
     said: list[str] = []
-    plan = PackPlan(Packable, pack_trials, planned, lambda config: LEARNER, cpus=lambda: cpus, say=said.append,
-                    space=space)
+    plan = PackPlan(Packable, pack_trials, planned, lambda config: learner, cluster=lambda: cluster or {"CPU": cpus},
+                    say=said.append, space=space)
     return plan, said
 
 
@@ -48,6 +48,16 @@ def test_auto_spreads_the_planned_trials_over_the_learners_side_by_side_and_says
     assert plan({"shape": 2}).key() != placements[0].key()  # another shape: another pack
     assert said == ["pack_trials='auto': trials of Packable run packed, up to 16 to a process "
                     "(one population learner a pack)"]
+
+
+def test_auto_counts_a_gpu_learners_room_by_the_clusters_gpus():
+    on_gpu = PlacementGroupFactory([{"CPU": 1.0, "GPU": 1.0}])
+    plan, said = _plan("auto", planned=16, cluster={"CPU": 16.0, "GPU": 1.0}, learner=on_gpu)
+    placement = plan({"shape": 1})  # CPUs for 16 learners side by side, a GPU for one: 16 to a pack
+    assert isinstance(placement, MemberPlacement) and placement.capacity == 16
+    assert placement.required() == {"CPU": 1 / 16, "GPU": 1 / 16} and placement.pack.bundles == on_gpu.bundles
+    plan, said = _plan("auto", planned=16, cluster={"CPU": 16.0, "GPU": 8.0}, learner=on_gpu)
+    assert plan({"shape": 1}).capacity == 2
 
 
 def test_auto_leaves_trials_unpacked_when_each_has_a_learner_or_cannot_pack_and_says_why():
@@ -80,9 +90,9 @@ def test_false_or_one_never_packs_and_a_forced_pack_that_cannot_is_one_error():
 
 def test_auto_leaves_a_define_by_run_search_unpacked_and_says_why_and_an_order_packs_it():
     said: list[str] = []
-    plan = PackPlan(Packable, "auto", 32, lambda config: LEARNER, cpus=lambda: 2.0, say=said.append, define_by_run=True)
+    plan = PackPlan(Packable, "auto", 32, lambda config: LEARNER, cluster=lambda: {"CPU": 2.0}, say=said.append, define_by_run=True)
     assert plan({"shape": 1}) is LEARNER and plan({"shape": 1}) is LEARNER
     assert said == ["pack_trials='auto': trials of Packable run one per process: the searcher suggests its space trial "
                     "by trial, so it may vary keys that fix a pack's shape (pack_trials=N packs the trials that match)"]
-    plan = PackPlan(Packable, 4, 32, lambda config: LEARNER, cpus=lambda: 2.0, say=said.append, define_by_run=True)
+    plan = PackPlan(Packable, 4, 32, lambda config: LEARNER, cluster=lambda: {"CPU": 2.0}, say=said.append, define_by_run=True)
     assert isinstance(plan({"shape": 1}), MemberPlacement)
