@@ -5,8 +5,11 @@ The numpy learner of ``population_mlp.py`` runs on the CPU only. On a GPU each m
 ``biases.k`` ``[2, 1, out]``: ``[0]`` the policy, ``[1]`` the value, whose output layer is as wide as
 the policy's and reads column 0), stacked with ``torch.func`` on the device as a user's module is
 (``population_module.py``). Its members start as the numpy pack's from the same seeds, and a
-member's checkpoint is the same (the numpy learner's names and order), so a pack on a GPU and one
-on a CPU, or an unpacked trial, continue each other's members.
+member's checkpoint is the same (the names and order of the numpy learner's, which are the unpacked
+trainer's ``ActorCritic``'s too), so a pack on a GPU and one on a CPU, or an unpacked trial,
+continue each other's members. ``ActorCritic`` itself does not stack: it keeps references to its
+own parameters (attribute access costs more than a 64-wide layer on a CPU), which
+``functional_call`` cannot swap for a member's.
 
     nets = builtin_stack([4, 64, 64, 2], seeds=[0, 1], device="cuda")
     logits, values = nets.outputs(obs)          # obs [P, B, 4] (numpy) -> [P, B, 2], [P, B] (numpy)
