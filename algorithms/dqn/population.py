@@ -143,4 +143,4 @@ class PopulationDQN(OffPolicyPopulation):
         return {"epsilon": float(self.epsilons()[m])}
 
     def finite(self, m: int) -> bool:
-        return bool(self.q.theta[m].isfinite().all())
+        return self.q.finite(m)

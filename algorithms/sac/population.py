@@ -197,4 +197,4 @@ class PopulationSAC(OffPolicyPopulation):
                 {name: adam.rows(members) for name, adam in self.adams.items()}, self.log_alpha[members])
 
     def finite(self, m: int) -> bool:
-        return bool(all(theta[m].isfinite().all() for theta in (self.actor.theta, self.critic.theta, self.log_alpha)))
+        return self.actor.finite(m) and self.critic.finite(m) and bool(self.log_alpha[m].isfinite().all())
