@@ -7,10 +7,12 @@ value tanh MLPs in numpy, every layer of every member one batched matmul and the
 ``torch.func`` (``population_module.py``); member ``m``'s parameters are row ``m`` of one flat
 buffer ``[P, D]`` that Adam steps whole. A pack whose members ask ``num_gpus_for_learner`` learns
 on its GPU: the networks (the built-in MLPs as their torch twin, ``population_mlp_torch.py``), the
-gradient and Adam live there; sampling's and the advantages' arrays stay in host memory. Each member's ``num_envs_per_worker`` envs of a user's
-env are a vector env of its own, reset from its seed (an env that raises fails its member alone);
-a natively vectorised gymnasium env (CartPole) is one vector env of ``P x num_envs_per_worker``
-copies, member ``m`` the ``m``-th block. One batched forward pass acts for all. The
+gradient and Adam live there; sampling's and the advantages' arrays stay in host memory.
+
+Each member's ``num_envs_per_worker`` envs of a user's env are a vector env of its own, reset from
+its seed (an env that raises fails its member alone); a natively vectorised gymnasium env
+(CartPole) is one vector env of ``P x num_envs_per_worker`` copies, member ``m`` the ``m``-th
+block. One batched forward pass acts for all. The
 hyperparameters members may differ in (:data:`PER_MEMBER`: lr, gamma, lambda_, clip_param,
 vf_loss_coeff, entropy_coeff, max_grad_norm, seed) are arrays of P values; what fixes an array's
 shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the pack's own.
