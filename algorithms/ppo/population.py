@@ -14,8 +14,8 @@ its seed (an env that raises fails its member alone); a natively vectorised gymn
 (CartPole) is one vector env of ``P x num_envs_per_worker`` copies, member ``m`` the ``m``-th
 block. One batched forward pass acts for all. The
 hyperparameters members may differ in (:data:`PER_MEMBER`: lr, gamma, lambda_, clip_param,
-vf_loss_coeff, entropy_coeff, max_grad_norm, seed) are arrays of P values; what fixes an array's
-shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch, epochs) is the pack's own.
+vf_loss_coeff, entropy_coeff, max_grad_norm, num_epochs, seed) are arrays of P values; what fixes
+an array's shape (:data:`SIGNATURE`: env, network, envs, batch, minibatch) is the pack's own.
 
 Members never mix: a member's loss reads its own rows only, its gradient is clipped by its own
 norm, its Adam moments and step count are its own, so each learns as it would alone
@@ -42,11 +42,11 @@ from algorithms.ppo.population_mlp import F32, PackedNetworks, keep_freed_memory
 
 #: Keys every member of a pack shares (they fix the arrays' shapes), with PPO's defaults.
 SIGNATURE: dict[str, Any] = {"env": None, "env_config": {}, "num_envs_per_worker": 8, "train_batch_size": 2048,
-                             "minibatch_size": 512, "num_epochs": 10, "hidden_sizes": [64, 64], "model": None,
-                             "model_config": {}, "num_gpus_for_learner": 0}
+                             "minibatch_size": 512, "hidden_sizes": [64, 64], "model": None, "model_config": {},
+                             "num_gpus_for_learner": 0}
 #: Keys each member has its own value of, with PPO's defaults.
 PER_MEMBER: dict[str, Any] = {"lr": 2.5e-3, "gamma": 0.99, "lambda_": 0.95, "clip_param": 0.2, "vf_loss_coeff": 0.5,
-                              "entropy_coeff": 0.0, "max_grad_norm": 0.5, "seed": 0}
+                              "entropy_coeff": 0.0, "max_grad_norm": 0.5, "num_epochs": 10, "seed": 0}
 
 
 
@@ -213,8 +213,9 @@ class PopulationPPO:
         return adv
 
     def learn(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """``num_epochs`` passes of minibatch updates, each member over its own batch; per-member
-        means of the losses and the last epoch's KL and clip fraction."""
+        """Each member's ``num_epochs`` passes of minibatch updates over its own batch (a member
+        with fewer epochs than another sits out the later ones: its Adam does not step); per-member
+        means of the losses and its last epoch's KL and clip fraction."""
         c = self.members[0]
         P, B = self.P, self.T * self.N
         adv = self.advantages(batch)
@@ -227,25 +228,29 @@ class PopulationPPO:
         table["returns"] = table["adv"] + rows(batch["values"][:-1])
         count = max(1, round(B / min(int(c["minibatch_size"]), B)))
         sums = {k: np.zeros(P) for k in ("policy_loss", "vf_loss", "entropy")}
-        for _ in range(int(c["num_epochs"])):
+        epochs = np.array([int(m["num_epochs"]) for m in self.members])
+        kl, clipped = np.zeros(P), np.zeros(P)
+        for epoch in range(int(epochs.max())):
+            active = epochs > epoch
             order = np.argsort(self.rng.random((P, B)), axis=1)
-            kl, clipped = np.zeros(P), np.zeros(P)
+            kl[active], clipped[active] = 0.0, 0.0
             for k in range(count):
                 idx = order[:, k * B // count:(k + 1) * B // count]
                 mb = {key: np.take_along_axis(value, idx if value.ndim == 2 else idx[..., None], 1)
                       for key, value in table.items()}
-                stats = self.update(mb)
+                stats = self.update(mb, None if active.all() else active)
                 for key in sums:
-                    sums[key] += stats[key]
-                kl += stats["approx_kl"]
-                clipped += stats["clip_fraction"]
-        updates = int(c["num_epochs"]) * count
+                    sums[key] += stats[key] * active
+                kl += stats["approx_kl"] * active
+                clipped += stats["clip_fraction"] * active
+        updates = epochs * count
         return {**{k: v / updates for k, v in sums.items()}, "approx_kl": kl / count, "clip_fraction": clipped / count}
 
-    def update(self, mb: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One Adam step of every member on its minibatch (``[P, M, ...]`` rows of obs, actions,
-        logp, adv, returns, valid; reset rows weigh 0): the loss's gradient by hand into
-        :attr:`grad`, then :meth:`adam_step`. Per-member losses, KL and clip fraction."""
+    def update(self, mb: Mapping[str, np.ndarray], active: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """One Adam step of every member (of those ``active`` ``[P]`` marks, when given) on its
+        minibatch (``[P, M, ...]`` rows of obs, actions, logp, adv, returns, valid; reset rows
+        weigh 0): the loss's gradient by hand into :attr:`grad`, then :meth:`adam_step`.
+        Per-member losses, KL and clip fraction."""
         valid = mb["valid"]
         weight = valid / np.maximum(valid.sum(axis=1, keepdims=True), 1.0)  # [P, M]: 1/n on real rows
         adv = mb["adv"]
@@ -256,15 +261,16 @@ class PopulationPPO:
         coeffs = {"clip_param": clip, **{k: self.hyper(k) for k in ("vf_loss_coeff", "entropy_coeff")}}
         out = self.nets.loss_gradient(mb, adv, weight, coeffs, self.grad)
         ratio, log_ratio = out.pop("ratio"), out.pop("log_ratio")
-        self.adam_step()
+        self.adam_step(active)
         approx_kl = (((ratio - 1) - log_ratio) * weight).sum(axis=1)
         clip_fraction = ((np.abs(ratio - 1) > clip) * weight).sum(axis=1)
         return {**out, "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
-    def adam_step(self) -> None:
-        """Adam on every member's row of the flat buffer with its own lr, after clipping its
-        gradient to its own global norm (``algorithms/optim/population_adam.py``)."""
-        self.adam.step(self.nets.params, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"))
+    def adam_step(self, active: np.ndarray | None = None) -> None:
+        """Adam on every member's row of the flat buffer (the ``active`` ones, when given) with its
+        own lr, after clipping its gradient to its own global norm
+        (``algorithms/optim/population_adam.py``)."""
+        self.adam.step(self.nets.params, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"), active)
 
     # -- one iteration --------------------------------------------------------------------------------
     def train(self, learning: Sequence[int] | None = None) -> list[dict[str, Any]]:

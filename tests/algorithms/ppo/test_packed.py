@@ -7,6 +7,7 @@ checkpoint is a PPO agent's."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -268,3 +269,12 @@ def test_members_that_ask_a_gpu_share_a_pack_on_it_and_others_pack_apart():
     on_gpu, how_gpu = PPO.pack_signature({**SMALL, "num_gpus_for_learner": 1})
     assert on_gpu is not None and on_gpu != on_cpu  # one device to a pack
     assert "MLP a member, stacked with torch.func on its GPU" in how_gpu and "one numpy learner" in how_cpu
+
+
+def test_members_of_one_pack_may_differ_in_epochs(ray_session, tmp_path):
+    analysis = tune.run("PPO", config={**SMALL, "seed": 0, "num_epochs": tune.grid_search([1, 3])},
+                        stop={"training_iteration": 2}, storage_path=str(tmp_path), name="epochs", verbose=0,
+                        pack_trials=2)
+    last = [t.last_result for t in analysis.trials]
+    assert [r["learner"] for r in last] == ["packed", "packed"] and len({r["pack_id"] for r in last}) == 1
+    assert all(r["training_iteration"] == 2 and math.isfinite(r["policy_loss"]) for r in last)

@@ -224,3 +224,19 @@ def test_a_member_whose_env_raises_fails_alone_and_its_slot_gets_fresh_envs():
         assert all("error" not in r for r in results) and pack.iteration == 2
     finally:
         pack.stop()
+
+
+def test_members_with_fewer_epochs_sit_out_the_later_ones():
+    pack = PopulationPPO([{**SMALL, **m, "num_epochs": epochs} for m, epochs in zip(MEMBERS, (1, 3, 2))])
+    try:
+        results = pack.train()
+        after_one = [pack.nets.row(m) for m in range(pack.P)]
+        count = SMALL["train_batch_size"] // SMALL["minibatch_size"]
+        assert pack.adam.steps[:, 0].tolist() == [count, 3 * count, 2 * count]  # each member's own epochs
+        assert all(math.isfinite(r["policy_loss"]) and math.isfinite(r["approx_kl"]) for r in results)
+        pack.configure(1, {**MEMBERS[1], "num_epochs": 1})  # a PBT perturbation or a new config: its own
+        pack.train()
+        assert pack.adam.steps[:, 0].tolist() == [2 * count, 4 * count, 4 * count]
+        assert all(not np.array_equal(pack.nets.row(m), after_one[m]) for m in range(pack.P))
+    finally:
+        pack.stop()
