@@ -83,8 +83,9 @@ class ControllerLike(Protocol):
 
         PBT's exploit step. ``trial`` is the trial whose result is being decided, or a PAUSED
         trial (or one being paused: answered PAUSE, its save still in flight). The controller
-        restores ``donor``'s latest checkpoint (one asked for with
-        ``checkpoint_trial`` in the same hook included) into ``trial``, then applies
+        restores ``donor``'s latest checkpoint as of this call (one asked for with
+        ``checkpoint_trial`` in the same hook, or the pause save of a donor being paused,
+        included; never a later one, however long ``trial`` waits to start) into ``trial``, then applies
         ``new_config`` on top (``trial.config`` becomes ``new_config``; a value in it wins over
         the one saved in the checkpoint), and records the exploit in the store. For the trial
         being decided this happens after the decision: with CONTINUE it goes on from the

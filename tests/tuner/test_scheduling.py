@@ -102,6 +102,63 @@ def test_pbt_beats_the_same_population_without_it(tmp_path, trainable):
     assert trial.config["h"] == pytest.approx(last["new_config"]["h"])
 
 
+class Climb(tune.Trainable):
+    """Earns ``h`` a step; reports its own step count ``t``, which an exploit takes from the donor."""
+
+    def setup(self, config):
+        self.score, self.t = 0.0, 0
+
+    def step(self):
+        self.t += 1
+        self.score += self.config["h"]
+        return {"score": self.score, "t": self.t, "h": self.config["h"]}
+
+    def save_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "s.json"), "w") as f:
+            json.dump({"score": self.score, "t": self.t}, f)
+
+    def load_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "s.json")) as f:
+            state = json.load(f)
+        self.score, self.t = state["score"], state["t"]
+
+
+def test_an_exploit_takes_the_donors_state_as_ranked_though_the_donor_runs_on_first(tmp_path):
+    """Synchronous PBT, one trial at a time: after the first sync point the donor (added first,
+    the best) resumes, runs to the next sync point and saves again before its exploiter (added
+    last, the worst) starts. The
+    exploiter must take the donor's checkpoint of the sync point it was ranked at, not the later
+    one (its step count would run ahead of its iterations), and retention (one checkpoint kept)
+    must not delete that checkpoint before it is taken."""
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=3,
+        hyperparam_mutations={"h": [0.0, 1.0, 2.0, 3.0]},
+        quantile_fraction=0.25,
+        resample_probability=0.0,
+        synch=True,
+        seed=0,
+    )
+    analysis = tune.run(
+        Climb,
+        config={"h": tune.grid_search([3.0, 2.0, 1.0, 0.0])},
+        metric="score",
+        mode="max",
+        scheduler=pbt,
+        stop={"training_iteration": 9},
+        resources_per_trial={"cpu": 2},  # the whole test cluster: one trial at a time
+        keep_checkpoints_num=1,
+        storage_path=str(tmp_path),
+        name="climb",
+        verbose=0,
+    )
+    first, last = analysis.trials[0].trial_id, analysis.trials[-1].trial_id
+    assert (first, last) in {(row["donor_trial_id"], row["trial_id"]) for row in analysis.exploits}
+    for trial_id, frame in analysis.trial_dataframes.items():
+        assert list(frame["training_iteration"]) == list(range(1, 10)), trial_id
+        assert list(frame["t"]) == list(range(1, 10)), trial_id  # the donor's state of that very iteration
+
+
 def quadratic(config):
     for i in range(1, 10):
         tune.report({"loss": (config["x"] - 0.3) ** 2 + (config["y"] - 2) ** 2 + 1.0 / i})

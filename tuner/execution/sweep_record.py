@@ -83,14 +83,13 @@ class SweepRecord:
     def failure(self, trial: Trial) -> None:
         self.store.update_trial(trial.trial_id, error=trial.error, num_failures=trial.num_failures)
 
-    def exploit(self, trial: Trial, donor: Trial, new_config: dict[str, Any]) -> None:
-        """``trial`` takes ``donor``'s checkpoint and ``new_config``: the lineage and the trial's new
-        record, durable before the trial takes the donor's state."""
-        assert donor.checkpoint_path is not None
-        self.store.add_exploit(self.experiment_id, trial.trial_id, donor.trial_id, trial.iteration, trial.config,
-                               new_config, donor.checkpoint_path)
+    def exploit(self, trial: Trial, donor_id: str, checkpoint: str, new_config: dict[str, Any]) -> None:
+        """``trial`` takes the donor's ``checkpoint`` and ``new_config``: the lineage and the trial's
+        new record, durable before the trial takes the donor's state."""
+        self.store.add_exploit(self.experiment_id, trial.trial_id, donor_id, trial.iteration, trial.config,
+                               new_config, checkpoint)
         self.store.update_trial(trial.trial_id, config=new_config, config_blob=config_blob(new_config),
-                                checkpoint_path=donor.checkpoint_path)
+                                checkpoint_path=checkpoint)
         self.make_durable()
 
     # -- the sweep -------------------------------------------------------------------------------

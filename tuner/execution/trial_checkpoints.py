@@ -36,7 +36,8 @@ class TrialCheckpoints:
 
     def __init__(self, manager: CheckpointManager, record: SweepRecord, pool: SlotPool, experiment_name: str,
                  storage: Storage | None, trials: Callable[[], list[Trial]],
-                 landed: Callable[[Trial, str], None], function_trainable: bool = False) -> None:
+                 landed: Callable[[Trial, str], None], function_trainable: bool = False,
+                 pinned: Callable[[], set[str]] = set) -> None:
         self._manager = manager
         self._record = record
         self._pool = pool
@@ -49,6 +50,7 @@ class TrialCheckpoints:
         # (made once a second node is seen, see _keeper).
         self._keeper: tuple[Any, str] | None = None
         self._function_trainable = function_trainable
+        self._pinned = pinned  # checkpoints that exploits not yet applied will take
         self._warned_unsavable = False
 
     def place(self, trial: Trial, info: TrialInfo, *, new_group: bool = True) -> TrialInfo:
@@ -116,8 +118,9 @@ class TrialCheckpoints:
         return moved
 
     def _pointed_at(self, but: Trial | None) -> set[str]:
-        """The checkpoints trials point at (other than ``but``): retention must not delete them."""
-        return {t.checkpoint_path for t in self._trials() if t is not but and t.checkpoint_path}
+        """The checkpoints trials point at (other than ``but``), and those exploits will take:
+        retention must not delete them."""
+        return {t.checkpoint_path for t in self._trials() if t is not but and t.checkpoint_path} | self._pinned()
 
     def close(self) -> None:
         """Wait for deletes under way; the keeper goes."""
