@@ -66,3 +66,26 @@ def test_one_update_is_the_numpy_packs_and_a_checkpoint_moves_between_them(twins
     np.testing.assert_array_equal(numpy_pack.adam.exp_avg[0], state["exp_avg"])
     torch_pack.nets.set_row(1, np.full(torch_pack.grad.shape[1], np.nan, dtype=np.float32))
     assert not torch_pack.nets.finite(1) and torch_pack.nets.finite(0)
+
+
+def test_the_twin_pack_trains_exploits_and_rejoins_as_the_numpy_pack_does(twins):
+    """The whole iteration on the twin (sampling with its outputs, GAE, epochs, a subset of
+    members learning, an exploit's slice, a member rejoining): what a GPU pack runs, here on the
+    device the fixture gives."""
+    numpy_pack, torch_pack = twins
+    for learning in (None, [0, 2]):
+        mine, theirs = torch_pack.train(learning), numpy_pack.train(learning)
+        assert [sorted(r) for r in mine] == [sorted(r) for r in theirs]
+        assert not any("error" in r for r in mine), mine
+        assert [r["env_steps_total"] for r in mine] == [r["env_steps_total"] for r in theirs]
+    before = torch_pack.nets.row(1)
+    torch_pack.train([0, 2])
+    np.testing.assert_array_equal(torch_pack.nets.row(1), before)  # a member not learning keeps its state
+    torch_pack.exploit(target=1, donor=0, config={"lr": 5e-4})
+    np.testing.assert_array_equal(torch_pack.nets.row(1), torch_pack.nets.row(0))
+    torch_pack.join(2, {**SMALL, **MEMBERS[2], "seed": 7})
+    numpy_pack.join(2, {**SMALL, **MEMBERS[2], "seed": 7})
+    mine, theirs = ppo_state(torch_pack, 2, seed=0)["policy"], ppo_state(numpy_pack, 2, seed=0)["policy"]
+    for name in theirs:  # fresh from its new seed, as the numpy pack's member is
+        torch.testing.assert_close(mine[name], theirs[name], rtol=0, atol=0)
+    assert all(r["cur_lr"] == lr for r, lr in zip(torch_pack.train(), (MEMBERS[0]["lr"], 5e-4, MEMBERS[2]["lr"])))
