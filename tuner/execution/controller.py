@@ -125,8 +125,7 @@ class Controller(ResizingControl):
         self._checkpoints = TrialCheckpoints(checkpoint_manager or CheckpointManager(store, experiment_id, run_dir),
                                              self._record, self._pool, experiment_name, storage,
                                              trials=lambda: self._trials, landed=self._on_checkpoint,
-                                             function_trainable=self._is_function,
-                                             pinned=lambda: self._exploits.pinned())
+                                             function_trainable=self._is_function, pinned=lambda: self._exploits.pinned())
         # Fast iterations may share a round trip when no decision can depend on the exact
         # state after one: the scheduler never pauses and no end checkpoint is taken.
         batch = RESULT_BATCH_MAX if scheduler.never_pauses and not options.checkpoint_at_end else 1
@@ -405,8 +404,7 @@ class Controller(ResizingControl):
         """Apply a requested exploit to the trial's record (config, checkpoint) and store its lineage."""
         donor, new_config, checkpoint = exploit.donor, exploit.config, exploit.checkpoint
         assert checkpoint is not None  # take_exploit hands out bound exploits only
-        # on record before the trial takes the donor's state
-        self._record.exploit(trial, donor.trial_id, checkpoint, new_config)
+        self._record.exploit(trial, donor.trial_id, checkpoint, new_config)  # before the trial takes it
         time_total = float((trial.last_result or {}).get("time_total_s", 0.0))
         # Its own checkpoint (a PBT replay changing its config) holds its own counters already.
         trial.own_progress = None if donor is trial else (trial.iteration, time_total)
