@@ -115,8 +115,9 @@ class OffPolicyPopulation:
     def begin_round(self) -> None:
         """Before a round's steps (exploration that follows each member's env steps)."""
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every member's exploring actions for ``obs`` ``[P, N, obs_dim]``: as the replay buffer
+    def act(self, obs: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The exploring actions of ``members`` (the learning ones) for their ``obs``
+        ``[len(members), N, obs_dim]``, spread over the pack (:meth:`spread`): as the replay buffer
         keeps them ``[P, N, ...]``, and as the envs take them."""
         raise NotImplementedError
 
@@ -159,6 +160,22 @@ class OffPolicyPopulation:
         return {key: torch.from_numpy(np.stack([d[key] for d in draws])).to(self.device)
                 for key in ("obs", "actions", "rewards", "next_obs", "discounts")}
 
+    def acting(self, stack: Any, members: np.ndarray) -> tuple[Any, dict[str, Any]]:
+        """``stack``'s parameters and buffers of ``members``, to act with (the whole stack's when
+        every member acts; a member that does not learn now costs no forward pass)."""
+        if len(members) == self.P:
+            return stack.theta, stack.acting_buffers()
+        return stack.theta[list(members)], stack.acting_buffers(members)
+
+    def spread(self, values: np.ndarray, members: np.ndarray) -> np.ndarray:
+        """``values`` of ``members`` ``[len(members), ...]`` as the pack's ``[P, ...]`` (zeros for
+        the others: their envs wait, or step uncounted in a pack-wide vector env)."""
+        if len(members) == self.P:
+            return values
+        out = np.zeros((self.P, *values.shape[1:]), dtype=values.dtype)
+        out[members] = values
+        return out
+
     def column(self, key: str, members: Sequence[int]) -> Any:
         """:meth:`hyper` of ``members``, a ``[len(members), 1]`` tensor on the device."""
         import torch
@@ -179,9 +196,10 @@ class OffPolicyPopulation:
         rows: dict[str, Any] = {"obs": np.empty((T, P, N, self.envs.obs_dim), dtype=F32), "actions": None,
                                 "rewards": np.empty((T, P, N), dtype=F32),
                                 **{k: np.empty((T, P, N), dtype=bool) for k in ("terminated", "truncated", "valid")}}
+        members = np.flatnonzero(self.envs.learning)
         for t in range(T):
             rows["obs"][t] = self.envs.obs
-            stored, env_actions = self.act(self.envs.obs)
+            stored, env_actions = self.act(self.envs.obs if len(members) == P else self.envs.obs[members], members)
             if rows["actions"] is None:
                 rows["actions"] = np.empty((T, *stored.shape), dtype=stored.dtype)
             rows["actions"][t] = stored

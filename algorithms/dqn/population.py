@@ -95,14 +95,15 @@ class PopulationDQN(OffPolicyPopulation):
     def begin_round(self) -> None:
         self._epsilon = self.epsilons()
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Epsilon-greedy on every member's Q-values, each with its epsilon."""
+    def act(self, obs: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Epsilon-greedy on each member's Q-values, with its epsilon."""
         import torch
 
         with torch.no_grad():
-            actions = self.q.call(self.q.theta, self.q.acting_buffers(), self.on_device(obs)).argmax(-1).cpu().numpy()
-        explore = self.act_rng.random(actions.shape) < self._epsilon[:, None]
-        actions = np.where(explore, self.act_rng.integers(0, self.envs.num_actions, actions.shape), actions)
+            actions = self.q.call(*self.acting(self.q, members), self.on_device(obs)).argmax(-1).cpu().numpy()
+        explore = self.act_rng.random(actions.shape) < self._epsilon[members, None]
+        actions = self.spread(np.where(explore, self.act_rng.integers(0, self.envs.num_actions, actions.shape), actions),
+                              members)
         return actions, actions
 
     def update(self, members: list[int]) -> dict[str, np.ndarray]:

@@ -151,11 +151,13 @@ class StackedModules:
             rows[m, offset:offset + math.prod(shape)] = value.reshape(-1).to(self.device)
         self.load_buffers(m, state)
 
-    def acting_buffers(self) -> dict[str, torch.Tensor]:
-        """Copies of the buffers, for a forward pass that must leave them as they are (acting:
-        a BatchNorm's statistics move in learning only, and members absent from an iteration's
-        learning keep theirs untouched)."""
-        return {name: b.clone() for name, b in self._buffers.items()}
+    def acting_buffers(self, members: Sequence[int] | None = None) -> dict[str, torch.Tensor]:
+        """Copies of the buffers (of ``members`` only, if given), for a forward pass that must
+        leave them as they are (acting: a BatchNorm's statistics move in learning only, and
+        members absent from an iteration's learning keep theirs untouched)."""
+        if members is None:
+            return {name: b.clone() for name, b in self._buffers.items()}
+        return {name: b[list(members)] for name, b in self._buffers.items()}  # indexing copies
 
     def call(self, theta: torch.Tensor, buffers: Mapping[str, torch.Tensor], *inputs: torch.Tensor) -> Any:
         """Every member's ``forward(*inputs)`` (each input ``[P, ...]``) under ``vmap``, with its

@@ -180,23 +180,28 @@ class PopulationPPO:
     # -- sampling -----------------------------------------------------------------------------------
     def sample(self) -> dict[str, np.ndarray]:
         """``T`` steps of every env: arrays ``[T, P, N]`` (values ``[T + 1, P, N]``, observations
-        ``[T, P, N, obs_dim]``)."""
+        ``[T, P, N, obs_dim]``). Only the learning members (``envs.learning``) act: the others'
+        rows hold action 0 for their envs (which wait, or step uncounted in a pack-wide vector
+        env) and zeros where the learner would read them."""
         P, N, T = self.P, self.N, self.T
-        out: dict[str, np.ndarray] = {"obs": np.empty((T, P, N, self.obs_dim), dtype=F32), "values": np.empty((T + 1, P, N), dtype=F32),
-               **{k: np.empty((T, P, N), dtype=F32) for k in ("logp", "rewards", "terminated", "done", "valid")},
-               "actions": np.empty((T, P, N), dtype=np.int64)}
+        out: dict[str, np.ndarray] = {"obs": np.empty((T, P, N, self.obs_dim), dtype=F32), "values": np.zeros((T + 1, P, N), dtype=F32),
+               **{k: np.zeros((T, P, N), dtype=F32) for k in ("logp", "rewards", "terminated", "done", "valid")},
+               "actions": np.zeros((T, P, N), dtype=np.int64)}
+        members = np.flatnonzero(self.envs.learning)
+        everyone = len(members) == P
+        acting = self.nets if everyone else self.nets.rows(members.tolist())  # a stopped member's forward costs nothing
         for t in range(T):
             out["obs"][t] = self.envs.obs
-            logits, values = self.nets.outputs(self.envs.obs)
+            logits, values = acting.outputs(self.envs.obs if everyone else self.envs.obs[members])
             log_probs = log_softmax(logits)
             actions = (log_probs - np.log(-np.log(self.rng.random(log_probs.shape, dtype=F32)))).argmax(-1)
-            out["actions"][t] = actions
-            out["logp"][t] = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
-            out["values"][t] = values
-            step = self.envs.step(actions)
+            out["actions"][t, members] = actions
+            out["logp"][t, members] = np.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
+            out["values"][t, members] = values
+            step = self.envs.step(out["actions"][t])
             for key in ("rewards", "terminated", "done", "valid"):
                 out[key][t] = step[key]
-        out["values"][T] = self.nets.outputs(self.envs.obs)[1]
+        out["values"][T, members] = acting.outputs(self.envs.obs if everyone else self.envs.obs[members])[1]
         return out
 
     # -- learning -----------------------------------------------------------------------------------

@@ -110,16 +110,16 @@ class PopulationSAC(OffPolicyPopulation):
         # uniformly random actions until learning starts (SB3's learning_starts), as the trainer's
         self._uniform = self.env_steps < int(self.members[0]["num_steps_sampled_before_learning_starts"])
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def act(self, obs: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each member's squashed Gaussian sample (uniform in [-1, 1] until it may learn), and the
-        same scaled to the action bounds."""
+        same scaled to the action bounds (the others': the middle of the bounds)."""
         import torch
 
         with torch.no_grad():
-            mean, log_std = self.actor.call(self.actor.theta, self.actor.acting_buffers(), self.on_device(obs))
+            mean, log_std = self.actor.call(*self.acting(self.actor, members), self.on_device(obs))
             squashed = squashed_sample(mean, log_std, self.gaussian(mean.shape))[0].cpu().numpy()
         uniform = self.act_rng.uniform(-1.0, 1.0, squashed.shape)
-        squashed = np.where(self._uniform[:, None, None], uniform, squashed).astype(F32)
+        squashed = self.spread(np.where(self._uniform[members, None, None], uniform, squashed).astype(F32), members)
         env_actions = self.low + (squashed + 1) * 0.5 * (self.high - self.low)
         return squashed, env_actions.reshape(*squashed.shape[:2], *self.act_space.shape)  # type: ignore[misc]
 

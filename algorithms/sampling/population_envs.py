@@ -9,7 +9,10 @@ the pack, member ``m`` the ``m``-th block: stepped in one call (per-member calls
 of an iteration), reset and failing as one.
 
 Each member counts its env steps and episodes only while it learns: an env's running episode
-that a member joined (or was absent from) halfway through is not its own, nor is its end.
+that a member joined (or was absent from) halfway through is not its own, nor is its end. A
+member's own envs step only while it learns: a pack whose members a scheduler stopped (or that
+wait for a late one) costs only what its learning members' envs cost; the slots of a pack-wide
+vector env step together (one call), absent ones too.
 
     envs = PopulationEnvs([{"env": "CartPole-v1", "env_config": {}, "seed": s} for s in (0, 1)], num_envs=4)
     step = envs.step(actions)            # actions [P, N] -> rewards, terminated, done, valid [P, N]
@@ -86,13 +89,15 @@ class PopulationEnvs:
     def step(self, actions: np.ndarray) -> dict[str, np.ndarray]:
         """Every env stepped with ``actions`` ``[P, N, *action_shape]``; :attr:`obs` becomes the next
         observations. Returns ``[P, N]`` arrays: ``rewards`` (0 on reset steps), ``terminated``,
-        ``done`` (bool, real steps only), ``valid`` (False on the NEXT_STEP reset steps) and
+        ``done`` (bool, real steps only), ``valid`` (False on the NEXT_STEP reset steps, and for
+        the envs of a member that does not learn now where they wait, see the module docstring) and
         ``next_obs`` ``[P, N, obs_dim]`` (for a done step the episode's final observation)."""
+        stepped = np.repeat(self.learning, self.N) if self.per_member else np.ones(self.P * self.N, dtype=bool)
         next_obs, rewards, terminated, truncated = self._step(actions)
-        valid = ~self.resetting
+        valid = ~self.resetting & stepped
         done = (terminated | truncated) & valid
         self._count(rewards, valid, done)
-        self.resetting = done
+        self.resetting = np.where(stepped, done, self.resetting)  # an env not stepped resets when it next steps
         self.obs = self._flat(next_obs)
         P, N = self.P, self.N
         return {"rewards": np.where(valid, rewards, 0.0).astype(F32).reshape(P, N),
@@ -105,6 +110,10 @@ class PopulationEnvs:
             return np.asarray(obs), np.asarray(rewards), np.asarray(terminated, bool), np.asarray(truncated, bool)
         parts: list[tuple[Any, ...]] = []
         for m, envs in enumerate(self.envs):
+            if not self.learning[m]:  # its envs wait where they are (see the module docstring)
+                parts.append((self.obs[m].reshape(self.N, *self.observation_space.shape), np.zeros(self.N),
+                              np.zeros(self.N, dtype=bool), np.zeros(self.N, dtype=bool)))
+                continue
             try:
                 parts.append(envs.step(actions[m])[:4])
             except Exception:  # noqa: BLE001 - any error of a user's env is its member's failure

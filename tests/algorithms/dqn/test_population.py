@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from algorithms.dqn.population import PopulationDQN, build_q
+from tests.algorithms.sampling.test_population_envs import StepCounting
 
 MEMBERS = [{"lr": 1e-3, "gamma": 0.99, "double_q": True, "max_grad_norm": 40.0, "tau": 1.0,
             "target_network_update_freq": 8, "seed": 0},
@@ -102,6 +103,17 @@ def test_a_subset_of_members_learns_and_the_others_stay_as_they_were(pack):
     np.testing.assert_array_equal(pack.q.flat[0], before["q"])
     assert (int(pack.env_steps[0]), len(pack.buffers[0]), int(pack.num_updates[0])) == (
         before["steps"], before["replay"], before["updates"])
+
+
+def test_a_member_that_does_not_learn_costs_no_env_step():
+    StepCounting.STEPS.clear()
+    pack = PopulationDQN([{**SMALL, **m, "env": StepCounting} for m in MEMBERS])
+    try:
+        results = pack.train(learning=[1, 2])
+        assert len(results) == 2 and StepCounting.STEPS[0] == 0 and len(pack.buffers[0]) == 0
+        assert StepCounting.STEPS[1] == StepCounting.STEPS[2] == results[0]["env_steps_total"] > 0
+    finally:
+        pack.stop()
 
 
 def test_a_pack_learns_cartpole_and_reports_each_member():

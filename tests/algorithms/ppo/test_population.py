@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from algorithms.ppo.population import PopulationPPO, check_pack
+from tests.algorithms.sampling.test_population_envs import StepCounting
 
 MEMBERS = [{"lr": 1e-3, "clip_param": 0.1, "entropy_coeff": 0.0, "vf_loss_coeff": 0.5, "max_grad_norm": 0.5,
             "gamma": 0.99, "lambda_": 0.95, "seed": 0},
@@ -222,6 +223,21 @@ def test_a_member_whose_env_raises_fails_alone_and_its_slot_gets_fresh_envs():
         pack.join(1, {**SMALL, "seed": 3})  # a new trial in the slot: its envs and episodes its own
         results = pack.train()
         assert all("error" not in r for r in results) and pack.iteration == 2
+    finally:
+        pack.stop()
+
+
+def test_a_member_that_does_not_learn_costs_no_env_step_and_keeps_its_state():
+    StepCounting.STEPS.clear()
+    pack = PopulationPPO([{**SMALL, **m, "env": StepCounting} for m in MEMBERS])
+    try:
+        before = pack.nets.row(1)
+        results = pack.train([0, 2])
+        assert len(results) == 2 and all(r["env_steps_total"] == SMALL["train_batch_size"] for r in results)
+        assert StepCounting.STEPS[1] == 0  # its envs waited: a stopped member's slot costs nothing to sample
+        np.testing.assert_array_equal(pack.nets.row(1), before)
+        results = pack.train()
+        assert StepCounting.STEPS[1] == SMALL["train_batch_size"] and results[1]["env_steps_total"] == SMALL["train_batch_size"]
     finally:
         pack.stop()
 
