@@ -1,6 +1,6 @@
 """Packed PPO trials (``pack_trials``) end to end: each member is a trial of its own for the store,
-the schedulers and the searchers. ASHA stops members and their pack goes on; PBT exploits inside
-a pack; a driver killed after an exploit resumes every member from its own checkpoint, each
+the schedulers and the searchers. ASHA, HyperBand and median stopping stop members and their
+pack goes on; PBT and PB2 exploit inside a pack; a driver killed after an exploit resumes every member from its own checkpoint, each
 iteration stored once (on SQLite and PostgreSQL); a member that diverges fails alone; a user's
 module that stacks packs, one that does not runs unpacked and the sweep says why once; a member's
 checkpoint is a PPO agent's."""
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from algorithms import load_agent
-from schedulers import ASHAScheduler
+from schedulers import PB2, ASHAScheduler, HyperBandScheduler, MedianStoppingRule
 from tests.algorithms.packed_trials import KillPackOnce, iterations_once_each
 from tests.algorithms.ppo.member_models import branching_model, norm_model
 from tests.algorithms.ppo.packed_sweeps import NAME, PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
@@ -57,6 +57,35 @@ def test_asha_stops_members_and_their_pack_goes_on(backend, ray_session, tmp_pat
     agent = load_agent(best.path)
     assert agent.env_steps_total == last[max(LRS)]["env_steps_total"]
     assert agent.act(np.zeros(4, dtype=np.float32)) in (0, 1)
+
+
+@pytest.mark.parametrize("scheduler", ["hyperband", "median", "pb2"])
+def test_hyperband_median_stopping_and_pb2_drive_members_of_a_pack(scheduler, ray_session, tmp_path):
+    """The other schedulers of item 2: HyperBand (it pauses members at a rung and stops the
+    losers) and median stopping cut members and the pack goes on; PB2 exploits inside the pack,
+    each member learning on with the lr it was given."""
+    made = {"hyperband": lambda: HyperBandScheduler(time_attr="training_iteration", max_t=9, reduction_factor=3),
+            "median": lambda: MedianStoppingRule(time_attr="training_iteration", grace_period=2,
+                                                 min_samples_required=3),
+            "pb2": lambda: PB2(time_attr="training_iteration", perturbation_interval=2,
+                               hyperparam_bounds={"lr": [1e-4, 5e-3]}, seed=0)}[scheduler]()
+    analysis = tune.run("PPO", config={**SMALL, "seed": 0, "lr": tune.grid_search(LRS)}, scheduler=made,
+                        metric="cur_lr", mode="max", stop={"training_iteration": 9}, storage_path=str(tmp_path),
+                        name=f"packed_{scheduler}", verbose=0, pack_trials=len(LRS))
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * len(LRS)
+    iterations_once_each(analysis)
+    last = [t.last_result for t in analysis.trials]
+    assert all(r["learner"] == "packed" for r in last) and len({r["pack_id"] for r in last}) == 1
+    if scheduler == "pb2":
+        assert analysis.exploits and all(r["training_iteration"] == 9 for r in last)
+        for trial in analysis.trials:  # each learns on with the lr PB2 gave it, in the pack
+            assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
+        assert {t.config["lr"] for t in analysis.trials} != set(LRS)
+    else:
+        if scheduler == "hyperband":  # the first members at a rung waited there, paused (a pause checkpoint)
+            assert any(t.checkpoint_path for t in analysis.trials)
+        assert last[0]["training_iteration"] == 9  # the best (lr 5e-3) ran its budget
+        assert min(r["training_iteration"] for r in last) < 9 and last[0]["pack_size"] < len(LRS)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
