@@ -24,7 +24,7 @@ from tests.algorithms.ppo.member_models import branching_model, norm_model
 from tests.algorithms.ppo.packed_sweeps import NAME, PBT_ITERATIONS, SMALL, exploits_on_record, pbt_sweep
 from tests.conftest import ROOT
 from tuner import tune
-from tuner.search import BasicVariantGenerator, Repeater
+from tuner.search import BasicVariantGenerator, OptunaSearch, Repeater
 
 # Best first: members of a pack report a rung about together, in the order they were made, and
 # ASHA cuts a trial only if it is worse than the rung's results so far (ascending, none would be).
@@ -126,6 +126,24 @@ def test_a_packed_pbt_sweep_killed_after_an_exploit_resumes_every_member_once(ba
     for trial in analysis.trials:  # each learns with its own (perturbed) lr, in a pack
         assert trial.last_result["cur_lr"] == pytest.approx(trial.config["lr"])
         assert trial.last_result["learner"] == "packed"
+
+
+def test_optuna_and_asha_over_packed_members_each_trial_told_to_the_study_once(ray_session, tmp_path):
+    import optuna
+
+    searcher = OptunaSearch(seed=0)
+    analysis = tune.run("PPO", config={**SMALL, "seed": 0, "lr": tune.loguniform(1e-4, 5e-3)}, search_alg=searcher,
+                        scheduler=ASHAScheduler(time_attr="training_iteration", max_t=6, grace_period=2,
+                                                reduction_factor=2),
+                        num_samples=12, metric="episode_return_mean", mode="max", stop={"training_iteration": 6},
+                        storage_path=str(tmp_path), name="packed_optuna", verbose=0, pack_trials=4)
+    assert [t.status for t in analysis.trials] == ["TERMINATED"] * 12
+    iterations_once_each(analysis)
+    last = [t.last_result for t in analysis.trials]
+    assert all(r["learner"] == "packed" for r in last) and min(r["training_iteration"] for r in last) < 6
+    states = [t.state for t in searcher.study.trials]
+    assert len(states) == 12 and all(s in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+                                     for s in states)
 
 
 def test_repeaters_seeds_of_one_config_pack_together(ray_session, tmp_path):
