@@ -41,22 +41,14 @@ class PopulationAdam:
 
         return torch.as_tensor(value, device=self.device)
 
-    def step(self, flat: Any, grad: Any, lr: Any, max_grad_norm: Any, active: np.ndarray | None = None) -> None:
-        """One step of every member (of the rows where ``active`` ``[P]`` is True, when given):
-        ``grad`` (changed: clipped in place) to each row's global norm ``max_grad_norm`` ``[P, 1]``
-        (inf: no clip), then Adam with ``lr`` ``[P, 1]`` on ``flat`` (in place)."""
+    def step(self, flat: Any, grad: Any, lr: Any, max_grad_norm: Any) -> None:
+        """One step of every member: ``grad`` (changed: clipped in place) to each row's global
+        norm ``max_grad_norm`` ``[P, 1]`` (inf: no clip), then Adam with ``lr`` ``[P, 1]`` on
+        ``flat`` (in place)."""
         import torch
 
         flat, g = self._tensor(flat), self._tensor(grad)
         lr, max_grad_norm = self._tensor(lr), self._tensor(max_grad_norm)
-        if active is not None and not bool(np.all(active)):
-            rows = [int(i) for i in np.flatnonzero(active)]
-            sub = self.rows(rows)
-            sub_flat, sub_grad = flat[rows], g[rows]
-            sub.step(sub_flat, sub_grad, lr[rows], max_grad_norm[rows])
-            flat[rows], g[rows] = sub_flat, sub_grad
-            self.put_rows(rows, sub)
-            return
         norm = torch.linalg.vector_norm(g, dim=1, keepdim=True)
         g.mul_(torch.clamp(max_grad_norm.to(g.dtype) / (norm + 1e-6), max=1.0))
         self.steps += 1

@@ -218,10 +218,10 @@ class PopulationPPO:
         return adv
 
     def learn(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each member's ``num_epochs`` passes of minibatch updates over its own batch (a member
-        with fewer epochs than another sits out the later ones: its Adam does not step); per-member
-        means of the losses and its last epoch's KL and clip fraction."""
-        c = self.members[0]
+        """Each member's ``num_epochs`` passes of minibatch updates over its own batch; per-member
+        means of the losses and its last epoch's KL and clip fraction. Members with more epochs
+        than others run their later ones as a pack of their own (a member that is done costs
+        nothing there)."""
         P, B = self.P, self.T * self.N
         adv = self.advantages(batch)
 
@@ -231,29 +231,54 @@ class PopulationPPO:
         table = {"obs": rows(batch["obs"]), "actions": rows(batch["actions"]), "logp": rows(batch["logp"]),
                  "valid": rows(batch["valid"]), "adv": rows(adv)}
         table["returns"] = table["adv"] + rows(batch["values"][:-1])
-        count = max(1, round(B / min(int(c["minibatch_size"]), B)))
-        sums = {k: np.zeros(P) for k in ("policy_loss", "vf_loss", "entropy")}
         epochs = np.array([int(m["num_epochs"]) for m in self.members])
+        totals = {k: np.zeros(P) for k in ("policy_loss", "vf_loss", "entropy", "approx_kl", "clip_fraction")}
+        done = 0
+        for until in sorted(set(epochs.tolist())):  # epochs done .. until - 1: the members with as many
+            members = np.flatnonzero(epochs >= until).tolist()
+            if len(members) == P:
+                part = self._epochs(table, until - done)
+            else:
+                sub = self._subset(members)
+                part = sub._epochs({k: v[members] for k, v in table.items()}, until - done)
+                self._put_subset(members, sub)
+            for key in ("policy_loss", "vf_loss", "entropy"):
+                totals[key][members] += part[key]
+            for key in ("approx_kl", "clip_fraction"):  # the last epoch's
+                totals[key][members] = part[key]
+            done = until
+        count = self._minibatches()
+        updates = epochs * count
+        return {**{k: totals[k] / updates for k in ("policy_loss", "vf_loss", "entropy")},
+                "approx_kl": totals["approx_kl"] / count, "clip_fraction": totals["clip_fraction"] / count}
+
+    def _minibatches(self) -> int:
+        B = self.T * self.N
+        return max(1, round(B / min(int(self.members[0]["minibatch_size"]), B)))
+
+    def _epochs(self, table: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+        """``n`` epochs of every member's minibatch updates over its rows of ``table`` ``[P, B, ...]``:
+        per member, the sums of its losses, and its last epoch's sums of KL and clip fraction."""
+        P, B = self.P, self.T * self.N
+        count = self._minibatches()
+        sums = {k: np.zeros(P) for k in ("policy_loss", "vf_loss", "entropy")}
         kl, clipped = np.zeros(P), np.zeros(P)
-        for epoch in range(int(epochs.max())):
-            active = epochs > epoch
+        for _ in range(n):
             order = np.argsort(self.rng.random((P, B)), axis=1)
-            kl[active], clipped[active] = 0.0, 0.0
+            kl, clipped = np.zeros(P), np.zeros(P)
             for k in range(count):
                 idx = order[:, k * B // count:(k + 1) * B // count]
                 mb = {key: np.take_along_axis(value, idx if value.ndim == 2 else idx[..., None], 1)
                       for key, value in table.items()}
-                stats = self.update(mb, None if active.all() else active)
+                stats = self.update(mb)
                 for key in sums:
-                    sums[key] += stats[key] * active
-                kl += stats["approx_kl"] * active
-                clipped += stats["clip_fraction"] * active
-        updates = epochs * count
-        return {**{k: v / updates for k, v in sums.items()}, "approx_kl": kl / count, "clip_fraction": clipped / count}
+                    sums[key] += stats[key]
+                kl += stats["approx_kl"]
+                clipped += stats["clip_fraction"]
+        return {**sums, "approx_kl": kl, "clip_fraction": clipped}
 
-    def update(self, mb: Mapping[str, np.ndarray], active: np.ndarray | None = None) -> dict[str, np.ndarray]:
-        """One Adam step of every member (of those ``active`` ``[P]`` marks, when given) on its
-        minibatch (``[P, M, ...]`` rows of obs, actions, logp, adv, returns, valid; reset rows
+    def update(self, mb: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One Adam step of every member on its minibatch (``[P, M, ...]`` rows of obs, actions, logp, adv, returns, valid; reset rows
         weigh 0): the loss's gradient by hand into :attr:`grad`, then :meth:`adam_step`.
         Per-member losses, KL and clip fraction."""
         valid = mb["valid"]
@@ -266,16 +291,15 @@ class PopulationPPO:
         coeffs = {"clip_param": clip, **{k: self.hyper(k) for k in ("vf_loss_coeff", "entropy_coeff")}}
         out = self.nets.loss_gradient(mb, adv, weight, coeffs, self.grad)
         ratio, log_ratio = out.pop("ratio"), out.pop("log_ratio")
-        self.adam_step(active)
+        self.adam_step()
         approx_kl = (((ratio - 1) - log_ratio) * weight).sum(axis=1)
         clip_fraction = ((np.abs(ratio - 1) > clip) * weight).sum(axis=1)
         return {**out, "approx_kl": approx_kl, "clip_fraction": clip_fraction}
 
-    def adam_step(self, active: np.ndarray | None = None) -> None:
-        """Adam on every member's row of the flat buffer (the ``active`` ones, when given) with its
-        own lr, after clipping its gradient to its own global norm
-        (``algorithms/optim/population_adam.py``)."""
-        self.adam.step(self.nets.params, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"), active)
+    def adam_step(self) -> None:
+        """Adam on every member's row of the flat buffer with its own lr, after clipping its
+        gradient to its own global norm (``algorithms/optim/population_adam.py``)."""
+        self.adam.step(self.nets.params, self.grad, self.hyper("lr"), self.hyper("max_grad_norm"))
 
     # -- one iteration --------------------------------------------------------------------------------
     def train(self, learning: Sequence[int] | None = None) -> list[dict[str, Any]]:
@@ -306,6 +330,14 @@ class PopulationPPO:
     def _learn_subset(self, batch: Mapping[str, np.ndarray], members: list[int]) -> dict[str, np.ndarray]:
         """:meth:`learn` for ``members`` only: their rows of every array, learned on as a pack of
         their own, then written back."""
+        sub = self._subset(members)
+        stats = sub.learn({k: v[:, members] for k, v in batch.items()})
+        self._put_subset(members, sub)
+        return stats
+
+    def _subset(self, members: list[int]) -> PopulationPPO:
+        """A pack of ``members`` alone: copies of their networks and optimiser state (see
+        :meth:`_put_subset`), their configs, this pack's envs' shape and random state."""
         sub = object.__new__(PopulationPPO)
         sub.members = [self.members[m] for m in members]
         sub.P, sub.N, sub.T, sub.num_actions, sub.rng = len(members), self.N, self.T, self.num_actions, self.rng
@@ -313,10 +345,12 @@ class PopulationPPO:
         sub.device = self.device
         sub.grad = sub.nets.gradient_buffer()
         sub.adam = self.adam.rows(members)
-        stats = sub.learn({k: v[:, members] for k, v in batch.items()})
+        return sub
+
+    def _put_subset(self, members: list[int], sub: PopulationPPO) -> None:
+        """``sub``'s (of :meth:`_subset` of ``members``) networks and optimiser state written back."""
         self.nets.put_rows(members, sub.nets)
         self.adam.put_rows(members, sub.adam)
-        return stats
 
     def join(self, m: int, config: Mapping[str, Any]) -> None:
         """Member ``m`` starts anew as a trial of ``config`` (its signature the pack's): fresh
