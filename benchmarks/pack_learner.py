@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import positive  # noqa: E402 - after the path is set
+from benchmarks.peers.common import compute_threads, positive  # noqa: E402 - after the path is set
 
 
 def build(system: str, members: int) -> Any:
@@ -76,16 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     for flag in ("members", "iterations", "repeat", "threads"):
         positive(p, f"--{flag}", getattr(args, flag))
 
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        with threadpool_limits(limits=args.threads, user_api="blas"):
-            compare(args.members, args.iterations, args.repeat, args.threads)
-    finally:  # as it was: a caller in this process (the smoke test) goes on with its own
-        torch.set_num_threads(threads)
+    with compute_threads(args.threads):
+        compare(args.members, args.iterations, args.repeat, args.threads)
 
 
 def compare(members: int, iterations: int, repeat: int, threads: int) -> None:

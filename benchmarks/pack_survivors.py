@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peers.common import positive  # noqa: E402 - after the path is set
+from benchmarks.peers.common import compute_threads, positive  # noqa: E402 - after the path is set
 
 ENVS = ("CartPole-v1", "Acrobot-v1")
 TRAINERS = ("PPO", "DQN")
@@ -79,16 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     if wrong or not trainers:
         p.error(f"--trainers: a comma-separated subset of {', '.join(TRAINERS)}, got {args.trainers!r}")
 
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1, user_api="blas"):
-            compare(trainers, args.members, args.learning, args.iterations, args.repeat)
-    finally:  # as it was: a caller in this process (the smoke test) goes on with its own
-        torch.set_num_threads(threads)
+    with compute_threads(1):
+        compare(trainers, args.members, args.learning, args.iterations, args.repeat)
 
 
 def compare(trainers: list[str], members: int, learning: int, iterations: int, repeat: int) -> None:

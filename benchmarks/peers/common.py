@@ -7,6 +7,7 @@ env runners), so it imports nothing heavy at module level.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import logging
@@ -14,6 +15,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +234,19 @@ def positive(parser: Any, flag: str, value: float) -> None:
     """The parser's one-line error naming ``flag`` unless ``value`` > 0."""
     if not value > 0:
         parser.error(f"{flag}: must be > 0, got {value!r}")
+
+
+@contextlib.contextmanager
+def compute_threads(threads: int) -> Iterator[None]:
+    """torch and numpy's BLAS on ``threads`` threads inside, as they were after (a caller in this
+    process, a smoke test, goes on with its own)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(before)

@@ -18,8 +18,8 @@ def test_pack_survivors_prints_a_row_per_env_with_the_ratio(capsys):
     rows = re.findall(r"^  PPO  (\S+) +pack of +3: +([\d.]+) s +\[[\d.-]+\] +pack of +1: +([\d.]+) s +\[[\d.-]+\] +"
                       r"([\d.]+)x$", out, re.M)
     assert [row[0] for row in rows] == list(ENVS), out
-    for _, big, small, ratio in rows:
-        assert float(ratio) == pytest.approx(float(big) / float(small), abs=0.01), out
+    for _, big, small, ratio in rows:  # the times are printed rounded to the millisecond
+        assert float(ratio) == pytest.approx(float(big) / float(small), rel=0.05), out
 
 
 @pytest.mark.parametrize("args, message", [
