@@ -233,11 +233,12 @@ def test_a_member_that_does_not_learn_costs_no_env_step_and_keeps_its_state():
     try:
         before = pack.nets.row(1)
         results = pack.train([0, 2])
-        assert len(results) == 2 and all(r["env_steps_total"] == SMALL["train_batch_size"] for r in results)
+        assert len(results) == 2 and all(r["env_steps_total"] > 0 for r in results)
+        assert [StepCounting.STEPS[m] for m in (0, 2)] == [r["env_steps_total"] for r in results]
         assert StepCounting.STEPS[1] == 0  # its envs waited: a stopped member's slot costs nothing to sample
         np.testing.assert_array_equal(pack.nets.row(1), before)
         results = pack.train()
-        assert StepCounting.STEPS[1] == SMALL["train_batch_size"] and results[1]["env_steps_total"] == SMALL["train_batch_size"]
+        assert StepCounting.STEPS[1] == results[1]["env_steps_total"] > 0
     finally:
         pack.stop()
 
