@@ -354,9 +354,9 @@ def _resolve_sweep(run_or_experiment: Any, options: RunOptions) -> _Sweep:
     reporter = ProgressReporter(verbose=options.verbose, metric=options.metric, mode=options.mode)
     scheduler, searcher, innermost, max_trials = prepare_search(options)
     planned = max_trials if max_trials is not None else grid_total(innermost)
-    if trainable_cls.packed_trainable() is not None:
+    if trainable_cls.packed_trainable() is not None:  # its line goes to the progress output and every display
         resources_for = PackPlan(trainable_cls, options.pack_trials, planned, resources_for,
-                                 cluster=ray.cluster_resources, say=reporter.note,
+                                 cluster=ray.cluster_resources, say=lambda line: callback_list.call("on_note", line),
                                  space={**config, **(innermost.own_space() or {})},
                                  define_by_run=innermost.defines_space_by_run())
     name = options.name or default_sweep_name(trainable_cls.__name__)

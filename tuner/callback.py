@@ -66,6 +66,10 @@ class Callback:
     def on_experiment_end(self, trials: Sequence[Any], **info: Any) -> None:
         """The sweep ended (after the last result was stored)."""
 
+    def on_note(self, text: str, **info: Any) -> None:
+        """A line the sweep says once, such as how it packed its trials (``pack_trials``); the
+        progress lines of ``verbose`` >= 1 print it too, a display of its own shows it here."""
+
 
 class CallbackList:
     """Calls a hook on every callback; a callback that raises is logged by name, once per hook."""

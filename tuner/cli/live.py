@@ -251,6 +251,9 @@ class PlainProgress(SweepProgress):
         super().on_experiment_end(trials, **info)
         self._print(self.status_line())
 
+    def on_note(self, text: str, **info: Any) -> None:
+        self._print(text)
+
 
 class LiveTable(SweepProgress):
     """A rich live table: trials by status, running trials' latest metric and iteration, the best
@@ -310,6 +313,9 @@ class LiveTable(SweepProgress):
     def on_experiment_end(self, trials: Sequence[Any], **info: Any) -> None:
         super().on_experiment_end(trials, **info)
         self.close()
+
+    def on_note(self, text: str, **info: Any) -> None:
+        self._console.print(text, markup=False, highlight=False)  # above the live table
 
     def close(self) -> None:
         if self._live is not None:

@@ -107,7 +107,7 @@ class Controller(ResizingControl):
         self._stopper = stopper
         self._resources_for = resources_for
         self._options = options
-        self._callbacks = callbacks or CallbackList([])
+        self._callbacks = callbacks if callbacks is not None else CallbackList([])  # the sweep's own list
         if reporter is not None:  # the progress output is a callback like any other
             self._callbacks.add(reporter)
         self._namer = trial_namer

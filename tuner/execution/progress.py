@@ -46,7 +46,7 @@ class ProgressReporter(Callback):
     def _print(self, text: str) -> None:
         print(text, file=self._out, flush=True)
 
-    def note(self, text: str) -> None:
+    def on_note(self, text: str, **info: Any) -> None:
         """A line the sweep says once (how it packed its trials, say); shown unless ``verbose`` is 0."""
         if self.verbose >= 1:
             self._print(text)

@@ -54,3 +54,16 @@ def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(monkeypatch):
     assert isinstance(make_progress("auto", "n", "score", "max"), PlainProgress)
     assert isinstance(make_progress("live", "n", "score", "max"), LiveTable)
     assert make_progress("none", "n", "score", "max") is None
+
+
+def test_both_displays_show_the_line_the_sweep_says_once_on_packing(tmp_path):
+    live_out, plain_out = io.StringIO(), io.StringIO()
+    table = LiveTable("packed", "episode_return_mean", "max", console=Console(file=live_out, width=200, color_system=None))
+    plain = PlainProgress("packed", "episode_return_mean", "max", out=plain_out)
+    tune.run("PPO", config={"env": "CartPole-v1", "num_envs_per_worker": 4, "train_batch_size": 64, "minibatch_size": 32,
+                            "num_epochs": 1, "hidden_sizes": [16], "seed": 0, "lr": tune.grid_search([1e-3, 3e-3])},
+             stop={"training_iteration": 1}, storage_path=str(tmp_path), name="packed", verbose=0, tensorboard=False,
+             callbacks=[table, plain], pack_trials=2)
+    line = "pack_trials=2: trials of PPO run packed, up to 2 to a process"
+    assert plain_out.getvalue().count(line) == 1, plain_out.getvalue()
+    assert live_out.getvalue().count(line) == 1, live_out.getvalue()

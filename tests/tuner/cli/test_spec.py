@@ -195,6 +195,24 @@ def test_an_optuna_sweep_runs_end_to_end(ray_session, tmp_path, monkeypatch, cap
     assert "sweep opt: 4 trials (4 TERMINATED)" in out and "best config: {'x': " in out
 
 
+def test_a_spec_with_pack_trials_runs_its_ppo_trials_packed(ray_session, tmp_path, monkeypatch, capsys):
+    from tuner.analysis import ExperimentAnalysis
+
+    monkeypatch.chdir(ROOT)
+    path = tmp_path / "packed.yaml"
+    path.write_text(
+        "trainable: PPO\nmetric: episode_return_mean\nmode: max\nstop: {training_iteration: 2}\npack_trials: 2\n"
+        "tensorboard: false\nconfig: {env: CartPole-v1, num_envs_per_worker: 4, train_batch_size: 64, "
+        "minibatch_size: 32, num_epochs: 1, hidden_sizes: [16], seed: 0, lr: {grid: [0.001, 0.003]}}\n"
+    )
+    assert main(["sweep", str(path), "--name", "packed", "--set", f"storage_path={tmp_path}"]) == 0
+    out = capsys.readouterr().out  # the CLI's progress shows the line the sweep says once
+    assert "pack_trials=2: trials of PPO run packed, up to 2 to a process" in out and "2 TERMINATED" in out, out
+    with ExperimentAnalysis(tmp_path / "packed") as analysis:
+        last = [t.last_result for t in analysis.trials]
+    assert [r["learner"] for r in last] == ["packed"] * 2 and len({r["pack_id"] for r in last}) == 1
+
+
 WRONG = [None, True, 0, -1, 1.5, float("nan"), "", "abc", [], [1], [{"a": 1}], {}, {"a": 1}, {"type": "asha"},
          {"type": []}, {"uniform": [0, 1]}, {"grid": []}, {1: 2}]
 
