@@ -146,6 +146,17 @@ def test_optuna_and_asha_over_packed_members_each_trial_told_to_the_study_once(r
                                      for s in states)
 
 
+def test_tuners_tune_config_packs_as_tune_run_does(ray_session, tmp_path):
+    tuner = tune.Tuner("PPO", param_space={**SMALL, "seed": 0, "lr": tune.grid_search([1e-3, 3e-3])},
+                       tune_config=tune.TuneConfig(metric="episode_return_mean", mode="max", pack_trials=2),
+                       run_config=tune.RunConfig(name="tuner_packed", storage_path=str(tmp_path),
+                                                 stop={"training_iteration": 2}, verbose=0))
+    grid = tuner.fit()
+    last = [t.last_result for t in grid.analysis.trials]
+    assert [r["learner"] for r in last] == ["packed"] * 2 and len({r["pack_id"] for r in last}) == 1
+    assert [r["training_iteration"] for r in last] == [2, 2]
+
+
 def test_repeaters_seeds_of_one_config_pack_together(ray_session, tmp_path):
     searcher = Repeater(BasicVariantGenerator(), repeat=3, set_index=False)  # seed None: each its own
     analysis = tune.run("PPO", config={**SMALL, "lr": tune.grid_search([1e-3, 3e-3])}, search_alg=searcher,
